@@ -1,0 +1,412 @@
+"""qmem's configuration: where files live, what the config file may say, credentials.
+
+Promises:
+
+* **Paths.** The config file is ``$QMEM_CONFIG``, else ``$XDG_CONFIG_HOME/qmem/config.json``,
+  else ``~/.config/qmem/config.json``.  Data lives in ``$XDG_DATA_HOME/qmem/`` (default
+  ``~/.local/share/qmem/``): the index ``qmem.sqlite`` (``$QMEM_SQLITE`` wins over the
+  ``localDbPath`` key, which wins over the default) and ``breaker.json``
+  (``$QMEM_BREAKER_FILE``).
+* **Validation.** A missing file means defaults.  A present file must be a JSON object
+  whose keys are all known (camelCase, DESIGN §4); values have the right type and range;
+  URLs are plain ``http(s)://host[:port][/path]`` — no userinfo, query or fragment, the
+  places where credentials leak.  Every problem is a :class:`ConfigError` with one line
+  that names the key (and the line/column for malformed JSON), never the value.
+* **No credentials in files.** Any key, at any depth, whose name looks like a secret
+  (``apiKey``, ``token``, ``password`` …) is refused with the environment variable to
+  use instead.  Credentials come only from the environment (:func:`credential`); the
+  seed-000 ``PI_QDRANT_MEMORY_*`` names are accepted as aliases, and empty or
+  whitespace-only values count as absent.
+* **Writes** (:func:`save_config`, :func:`update_config`) validate first and replace the
+  file atomically with mode 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .atomicfile import write_atomic
+from .errors import ConfigError
+
+__all__ = [
+    "Config",
+    "RecallConfig",
+    "Paths",
+    "load_config",
+    "parse_config",
+    "save_config",
+    "update_config",
+    "resolve_paths",
+    "credential",
+    "credential_variable",
+    "validate_url",
+    "CREDENTIAL_VARIABLES",
+]
+
+#: role -> environment variables, preferred first.  The gateway key has no seed alias.
+CREDENTIAL_VARIABLES: dict[str, tuple[str, ...]] = {
+    "gateway": ("QMEM_GATEWAY_API_KEY",),
+    "qdrant": ("QMEM_QDRANT_API_KEY", "PI_QDRANT_MEMORY_QDRANT_API_KEY"),
+    "embedding": ("QMEM_EMBEDDING_API_KEY", "PI_QDRANT_MEMORY_EMBEDDING_API_KEY"),
+    "admin_qdrant": ("QMEM_ADMIN_QDRANT_API_KEY", "PI_QDRANT_MEMORY_ADMIN_QDRANT_API_KEY"),
+    "source_qdrant": ("QMEM_SOURCE_QDRANT_API_KEY", "PI_QDRANT_MEMORY_SOURCE_QDRANT_API_KEY"),
+}
+
+DISTANCES = ("Cosine", "Dot", "Euclid", "Manhattan")
+SEARCH_ENDPOINTS = ("search", "query")
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """The ``recall`` section: the curated Qdrant collection and its embeddings."""
+
+    enabled: bool = True
+    qdrant_url: str = "http://127.0.0.1:6333"
+    collection: str = "qmem_memories"
+    search_endpoint: str = "search"
+    vector_name: str | None = None
+    embeddings_url: str = "http://127.0.0.1:11434/v1"
+    embedding_model: str = "bge-m3"
+    dimension: int = 1024
+    distance: str = "Cosine"
+    limit: int = 6
+    max_chars: int = 8000
+    timeout_ms: int = 3000
+    project: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; defaults are seed 001's."""
+
+    url: str | None = None
+    local_db_path: str | None = None
+    local_fallback: bool = True
+    offline_queue: bool = True
+    connect_timeout_ms: int = 15000
+    timeout_ms: int = 30000
+    breaker_base_ms: int = 120000
+    breaker_max_ms: int = 600000
+    breaker_trip_after: int = 3
+    recall: RecallConfig = field(default_factory=RecallConfig)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where qmem's files are, resolved from the environment and the config."""
+
+    config_file: Path
+    data_dir: Path
+    database: Path
+    breaker_file: Path
+
+
+# --- schema ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Key:
+    attr: str
+    kind: str  # "bool" | "int" | "str" | "url" | "choice"
+    nullable: bool = False
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None
+
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+
+_TOP_KEYS: dict[str, _Key] = {
+    "url": _Key("url", "url", nullable=True),
+    "localDbPath": _Key("local_db_path", "str", nullable=True),
+    "localFallback": _Key("local_fallback", "bool"),
+    "offlineQueue": _Key("offline_queue", "bool"),
+    "connectTimeoutMs": _Key("connect_timeout_ms", "int", minimum=1, maximum=600_000),
+    "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=3_600_000),
+    "breakerBaseMs": _Key("breaker_base_ms", "int", minimum=0, maximum=86_400_000),
+    "breakerMaxMs": _Key("breaker_max_ms", "int", minimum=0, maximum=86_400_000),
+    "breakerTripAfter": _Key("breaker_trip_after", "int", minimum=1, maximum=1000),
+}
+
+_RECALL_KEYS: dict[str, _Key] = {
+    "enabled": _Key("enabled", "bool"),
+    "qdrantUrl": _Key("qdrant_url", "url"),
+    "collection": _Key("collection", "str", pattern=_NAME),
+    "searchEndpoint": _Key("search_endpoint", "choice", choices=SEARCH_ENDPOINTS),
+    "vectorName": _Key("vector_name", "str", nullable=True, pattern=_NAME),
+    "embeddingsUrl": _Key("embeddings_url", "url"),
+    "embeddingModel": _Key("embedding_model", "str", pattern=r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}"),
+    "dimension": _Key("dimension", "int", minimum=1, maximum=65_536),
+    "distance": _Key("distance", "choice", choices=DISTANCES),
+    "limit": _Key("limit", "int", minimum=1, maximum=50),
+    "maxChars": _Key("max_chars", "int", minimum=500, maximum=200_000),
+    "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=600_000),
+    "project": _Key("project", "str", nullable=True, pattern=_NAME),
+}
+
+# Key names that look like they hold a secret, compared with case and separators removed.
+_SECRET_WORDS = (
+    "apikey", "token", "secret", "password", "passwd", "passphrase", "credential",
+    "authorization", "bearer", "privatekey", "accesskey", "cookie",
+)
+
+
+def _looks_secret(key: str) -> bool:
+    folded = re.sub(r"[^a-z0-9]", "", key.lower())
+    return folded == "auth" or any(word in folded for word in _SECRET_WORDS)
+
+
+def _variable_for_secret(path: tuple[str, ...]) -> str:
+    """The environment variable a secret found at ``path`` belongs in."""
+    section = path[0] if len(path) > 1 else ""
+    leaf = path[-1].lower()
+    if section == "recall":
+        role = "embedding" if "embed" in leaf else "qdrant"
+    elif section in ("admin", "destination"):
+        role = "admin_qdrant"
+    elif section == "source":
+        role = "source_qdrant"
+    else:
+        role = "gateway"
+    return CREDENTIAL_VARIABLES[role][0]
+
+
+def _reject_secret_keys(value: Any, path: tuple[str, ...] = ()) -> None:
+    if isinstance(value, dict):
+        for key, child in value.items():
+            here = path + (str(key),)
+            if _looks_secret(str(key)):
+                raise ConfigError(
+                    f"config key {'.'.join(here)!r} looks like a credential; credentials are read "
+                    f"only from the environment: remove it and export {_variable_for_secret(here)} instead"
+                )
+            _reject_secret_keys(child, here)
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            _reject_secret_keys(child, path + (f"[{index}]",))
+
+
+def validate_url(value: object, *, name: str) -> str:
+    """Check that ``value`` is a plain http(s) base URL and return it without a trailing slash.
+
+    Refused: other schemes, no host, userinfo (``user:pass@``), a query or fragment
+    (where tokens hide), whitespace or control characters, a bad port.  The message
+    names ``name`` but never echoes the value, which may hold a secret.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty URL string")
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+        raise ConfigError(f"{name} must not contain spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"{name} is not a valid URL (bad host or port)") from None
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError(f"{name} must start with http:// or https://")
+    if not parts.hostname:
+        raise ConfigError(f"{name} has no host")
+    if "@" in parts.netloc:
+        raise ConfigError(f"{name} must not contain a user name or password; use the environment for credentials")
+    if parts.query or value.endswith("?"):
+        raise ConfigError(f"{name} must not have a query string; credentials belong in the environment")
+    if parts.fragment or "#" in value:
+        raise ConfigError(f"{name} must not have a fragment")
+    if port == 0:
+        raise ConfigError(f"{name} has an invalid port")
+    return value.rstrip("/")
+
+
+def _check_value(key: str, spec: _Key, value: Any, where: str) -> Any:
+    label = f"{where}{key}"
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ConfigError(f"config key {label!r} must not be null")
+    if spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"config key {label!r} must be true or false")
+        return value
+    if spec.kind == "int":
+        # bool is an int subclass in Python; "true" is not a timeout.
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ConfigError(f"config key {label!r} must be a whole number")
+        if spec.minimum is not None and value < spec.minimum:
+            raise ConfigError(f"config key {label!r} must be at least {spec.minimum}")
+        if spec.maximum is not None and value > spec.maximum:
+            raise ConfigError(f"config key {label!r} must be at most {spec.maximum}")
+        return value
+    if spec.kind == "url":
+        return validate_url(value, name=f"config key {label!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"config key {label!r} must be a string")
+    if spec.kind == "choice":
+        if value not in spec.choices:
+            raise ConfigError(f"config key {label!r} must be one of: {', '.join(spec.choices)}")
+        return value
+    if not value.strip():
+        raise ConfigError(f"config key {label!r} must not be empty")
+    if spec.pattern is not None and not re.fullmatch(spec.pattern, value):
+        raise ConfigError(f"config key {label!r} has characters that are not allowed")
+    return value
+
+
+def _check_section(raw: Mapping[str, Any], keys: Mapping[str, _Key], where: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        spec = keys.get(key)
+        if spec is None:
+            known = ", ".join(sorted(keys))
+            raise ConfigError(f"unknown config key {where + key!r} (known keys: {known})")
+        values[spec.attr] = _check_value(key, spec, value, where)
+    return values
+
+
+def parse_config(raw: object) -> Config:
+    """Validate a decoded config document and build a :class:`Config`."""
+    if not isinstance(raw, dict):
+        raise ConfigError("the config file must hold a JSON object")
+    _reject_secret_keys(raw)
+    top = {k: v for k, v in raw.items() if k != "recall"}
+    values = _check_section(top, _TOP_KEYS, "")
+    recall_raw = raw.get("recall", {})
+    if not isinstance(recall_raw, dict):
+        raise ConfigError("config key 'recall' must be an object")
+    recall = RecallConfig(**_check_section(recall_raw, _RECALL_KEYS, "recall."))
+    config = Config(recall=recall, **values)
+    if config.breaker_max_ms < config.breaker_base_ms:
+        raise ConfigError("config key 'breakerMaxMs' must be at least 'breakerBaseMs'")
+    return config
+
+
+def _read_document(path: Path) -> dict[str, Any] | None:
+    """The decoded config document, or None when the file does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ConfigError(f"the config file {path.name} is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file {path.name}: {exc.strerror or 'I/O error'}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the config file {path.name} is not UTF-8 text") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"the config file {path.name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"the config file {path.name} must hold a JSON object")
+    return document
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def _expand(value: str, env: Mapping[str, str]) -> Path:
+    if value == "~" or value.startswith("~/"):
+        return _home(env) / value[2:]
+    return Path(value)
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The config file qmem reads (it may not exist)."""
+    env = os.environ if env is None else env
+    explicit = (env.get("QMEM_CONFIG") or "").strip()
+    if explicit:
+        return _expand(explicit, env)
+    xdg = (env.get("XDG_CONFIG_HOME") or "").strip()
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else _home(env) / ".config"
+    return base / "qmem" / "config.json"
+
+
+def load_config(env: Mapping[str, str] | None = None) -> Config:
+    """Read and validate the config file; defaults when it does not exist."""
+    document = _read_document(config_path(env))
+    return parse_config(document) if document is not None else Config()
+
+
+def resolve_paths(config: Config | None = None, env: Mapping[str, str] | None = None) -> Paths:
+    """Resolve every file location from the environment and ``config``."""
+    env = os.environ if env is None else env
+    config = config if config is not None else Config()
+    xdg = (env.get("XDG_DATA_HOME") or "").strip()
+    data_dir = (Path(xdg) if xdg and os.path.isabs(xdg) else _home(env) / ".local" / "share") / "qmem"
+    database_env = (env.get("QMEM_SQLITE") or "").strip()
+    if database_env:
+        database = _expand(database_env, env)
+    elif config.local_db_path:
+        database = _expand(config.local_db_path, env)
+    else:
+        database = data_dir / "qmem.sqlite"
+    breaker_env = (env.get("QMEM_BREAKER_FILE") or "").strip()
+    breaker_file = _expand(breaker_env, env) if breaker_env else data_dir / "breaker.json"
+    return Paths(config_file=config_path(env), data_dir=data_dir, database=database, breaker_file=breaker_file)
+
+
+def credential(role: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The credential for ``role`` (a key of :data:`CREDENTIAL_VARIABLES`), or None.
+
+    The first variable that holds something other than whitespace wins.
+    """
+    env = os.environ if env is None else env
+    for name in CREDENTIAL_VARIABLES[role]:
+        value = env.get(name)
+        if value is not None and value.strip():
+            return value.strip()
+    return None
+
+
+def credential_variable(role: str) -> str:
+    """The preferred environment variable for ``role``, for messages."""
+    return CREDENTIAL_VARIABLES[role][0]
+
+
+def save_config(document: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    """Validate ``document`` and write it as the config file (atomic, mode 0600)."""
+    config = parse_config(dict(document))
+    path = config_path(env)
+    data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        write_atomic(path, data, mode=0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the config file {path.name}: {exc.strerror or 'I/O error'}") from None
+    return config
+
+
+def update_config(changes: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    """Set top-level keys in the config file, keeping everything else; None removes a key."""
+    document = _read_document(config_path(env)) or {}
+    for key, value in changes.items():
+        if value is None:
+            document.pop(key, None)
+        else:
+            document[key] = value
+    return save_config(document, env)
+
+
+def to_document(config: Config) -> dict[str, Any]:
+    """The camelCase document for ``config`` (every key, defaults included)."""
+    def section(obj: Any, keys: Mapping[str, _Key]) -> dict[str, Any]:
+        return {key: getattr(obj, spec.attr) for key, spec in keys.items()}
+
+    document = section(config, _TOP_KEYS)
+    document["recall"] = section(config.recall, _RECALL_KEYS)
+    return document
+

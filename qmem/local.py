@@ -1,0 +1,288 @@
+"""``python -m qmem.local``: the offline CLI over the local index and the outbox.
+
+Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store`` work with no
+server at all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory
+Gateway.  Every subcommand takes ``--json`` (one JSON document on stdout).  Exit 0
+on success, 1 on an error (one line on stderr, no traceback), 2 on bad usage.
+
+:func:`run` returns an :class:`~qmem.cli.Outcome` instead of printing, so that the
+hosts' ``/qmem:local`` command shares this code without sharing a stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import config as config_mod
+from .cli import EXIT_ERROR, EXIT_USAGE, CommandParser, HelpRequested, Outcome, UsageError, emit, to_json_text
+from .errors import QmemError
+from .localindex import FindResult, IndexStatus, LocalIndex, Record
+from .outbox import Outbox, QueueReport
+from .records import KINDS, validate_new_record
+from .sessions import ImportReport, SessionImporter, session_roots
+
+__all__ = ["run", "main", "build_parser"]
+
+PROG = "qmem-local"
+
+
+def build_parser() -> CommandParser:
+    common = CommandParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser = CommandParser(prog=PROG, description="qmem's offline memory: a local SQLite index and outbox.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
+    sub.required = True
+
+    sub.add_parser("status", parents=[common], help="records, coverage, lag, duplicates, queue, schema")
+
+    imp = sub.add_parser("import", parents=[common], help="learn records from pi and Prime session files")
+    imp.add_argument("--host", choices=("pi", "prime"), help="only this host's sessions")
+
+    find = sub.add_parser("find", parents=[common], help="search the local index (lexical)")
+    find.add_argument("query", nargs="+", help="words to look for (taken literally)")
+    find.add_argument("--project", help="only this project_id")
+    find.add_argument("--kind", choices=KINDS)
+    find.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
+    find.add_argument("--superseded", action="store_true", help="include superseded records")
+    find.add_argument("--private", action="store_true", help="include private records")
+    find.add_argument("--deleted", action="store_true", help="include deleted and expired records")
+
+    sub.add_parser("queue", parents=[common], help="the outbox: pending, synced, duplicate, failed")
+
+    store = sub.add_parser("store", parents=[common], help="save a record (queued when the gateway is away)")
+    store.add_argument("--project", required=True, help="project_id (required)")
+    store.add_argument("--text", required=True, help="the memory text; '-' reads it from stdin")
+    store.add_argument("--kind", choices=KINDS, default="fact")
+    store.add_argument("--scope")
+    store.add_argument("--agent", help="agent_id")
+    store.add_argument("--source")
+    store.add_argument("--expires-at", help="RFC 3339 time, e.g. 2027-01-31T00:00:00Z")
+    store.add_argument("--supersedes", help="id of the record this one corrects")
+    store.add_argument("--reason", help="why it corrects it (with --supersedes)")
+    store.add_argument("--queue-only", action="store_true", help="only queue it locally; do not contact the gateway")
+
+    sub.add_parser("flush", parents=[common], help="send queued records to the gateway now")
+    enrich = sub.add_parser("enrich", parents=[common], help="complete partial records from the gateway")
+    enrich.add_argument("--all", action="store_true", help="refresh every record, not only partial ones")
+    sub.add_parser("pull", parents=[common], help="incremental pull from the gateway's export")
+    breaker = sub.add_parser("breaker", parents=[common], help="show or reset the gateway circuit breaker")
+    breaker.add_argument("--reset", action="store_true", help="close the breaker")
+    # `breaker reset` reads like the host command `/qmem:local breaker reset`.
+    breaker.add_argument("reset_word", nargs="?", choices=("reset",), help=argparse.SUPPRESS)
+    return parser
+
+
+# --- rendering (pure) --------------------------------------------------------------------
+
+def _short_time(value: str | None) -> str:
+    return value[:10] if value else "?"
+
+
+def _marker(record: Record) -> str:
+    return {"pending": "⏳", "failed": "✗", "duplicate": "≈"}.get(record.state, "·")
+
+
+def render_record_line(record: Record) -> str:
+    bits = [f"{_marker(record)} {record.id}", f"[{record.kind or '?'}]", record.project_id or "?",
+            _short_time(record.created_at)]
+    notes = []
+    if record.state == "pending":
+        notes.append("queued locally, not yet shared")
+    elif record.state == "failed":
+        notes.append(f"not sent: {record.reason or 'refused by the gateway'}")
+    elif record.state == "duplicate":
+        notes.append(f"duplicate of {record.duplicate_of}")
+    if record.coverage == "partial":
+        notes.append("excerpt")
+    if record.superseded_by:
+        notes.append(f"superseded by {record.superseded_by}")
+    if record.private:
+        notes.append("private")
+    if record.deleted_at:
+        notes.append("deleted")
+    line = "  ".join(bits)
+    return f"{line}  ({'; '.join(notes)})" if notes else line
+
+
+def render_find(result: FindResult) -> str:
+    count = len(result.records)
+    if count == 0:
+        return "no matching records in the local index (lexical search)"
+    head = f"{count} result{'s' if count != 1 else ''} from the local index (lexical, no semantic scores)"
+    if result.partial:
+        head += "\npartial match: no record has all the words; these have some of them"
+    if result.dropped_terms:
+        head += f"\n(only the first {len(result.terms)} distinct words were used)"
+    lines = [head]
+    for record in result.records:
+        lines.append(render_record_line(record))
+        lines.extend("    " + line for line in (record.text or "(text not known yet; run enrich)").splitlines() or [""])
+    return "\n".join(lines)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "no imported or pulled records yet"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"newest imported or pulled record is {seconds / size:.1f} {unit} old"
+    return f"newest imported or pulled record is {seconds:.0f} s old"
+
+
+def render_status(status: IndexStatus) -> str:
+    q = status.queue
+    h = status.hidden
+    return "\n".join([
+        f"records      {status.records} (full text {status.full_text}, partial {status.partial_text})",
+        f"hidden       superseded {h['superseded']}, private {h['private']}, deleted {h['deleted']}, "
+        f"expired {h['expired']}",
+        f"lag          {_age(status.lag_seconds)}",
+        f"duplicates   {status.duplicate_texts} texts stored under more than one id "
+        f"({status.duplicate_records} records)",
+        f"queue        pending {q['pending']}, synced {q['synced']}, duplicate {q['duplicate']}, failed {q['failed']}",
+        f"sessions     {status.import_files} session files imported",
+        f"schema       v{status.schema_version}",
+    ])
+
+
+def render_queue(report: QueueReport) -> str:
+    c = report.counts
+    lines = [f"pending {c['pending']} · synced {c['synced']} · duplicate {c['duplicate']} · failed {c['failed']}"]
+    lines += [render_record_line(record) for record in report.records]
+    return "\n".join(lines)
+
+
+def render_import(report: ImportReport) -> str:
+    line = (f"{report.files} session files: {report.read} read ({report.reread} from the start), "
+            f"{report.unchanged} unchanged; records added {report.records_added}, updated "
+            f"{report.records_updated}; queued writes restored {report.queued_restored}")
+    skipped = {"malformed lines": report.malformed_lines, "unknown entries": report.unknown_entries,
+               "non-UTF-8 lines": report.non_utf8_lines, "incomplete last lines": report.incomplete_last_lines,
+               "unreadable files": report.unreadable}
+    noted = [f"{name} {count}" for name, count in skipped.items() if count]
+    return line + (f"\nskipped: {', '.join(noted)}" if noted else "")
+
+
+# --- commands ----------------------------------------------------------------------------
+
+class _Env:
+    """Config, paths and the index for one command; the index opens on first use."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.config = config_mod.load_config(env)
+        self.paths = config_mod.resolve_paths(self.config, env)
+        self._index: LocalIndex | None = None
+
+    @property
+    def index(self) -> LocalIndex:
+        if self._index is None:
+            self._index = LocalIndex(self.paths.database)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+
+
+def _cmd_status(ctx: _Env, args: Any) -> tuple[Any, str]:
+    status = ctx.index.status()
+    return status.to_json(), render_status(status)
+
+
+def _cmd_import(ctx: _Env, args: Any) -> tuple[Any, str]:
+    roots = [root for root in session_roots(ctx.env) if args.host in (None, root.host)]
+    report = SessionImporter(ctx.index).run(roots)
+    return report.to_json(), render_import(report)
+
+
+def _cmd_find(ctx: _Env, args: Any) -> tuple[Any, str]:
+    result = ctx.index.find(" ".join(args.query), project=args.project, kind=args.kind, limit=args.limit,
+                            superseded=args.superseded, private=args.private, deleted=args.deleted)
+    return result.to_json(), render_find(result)
+
+
+def _cmd_queue(ctx: _Env, args: Any) -> tuple[Any, str]:
+    report = Outbox(ctx.index).report()
+    return report.to_json(), render_queue(report)
+
+
+def _read_text_argument(value: str) -> str:
+    if value != "-":
+        return value
+    data = sys.stdin.buffer.read(4 * 1024 * 1024 + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the text on stdin is not UTF-8") from None
+
+
+def _cmd_store(ctx: _Env, args: Any) -> tuple[Any, str]:
+    record = validate_new_record({
+        "text": _read_text_argument(args.text), "project_id": args.project, "kind": args.kind,
+        "scope": args.scope, "agent_id": args.agent, "source": args.source, "expires_at": args.expires_at,
+        "supersedes_id": args.supersedes, "supersede_reason": args.reason,
+    })
+    if not args.queue_only:
+        raise QmemError("storing to the gateway is not available yet; use --queue-only to queue it locally",
+                        category="configuration")
+    pending = Outbox(ctx.index).enqueue(record, tool="qmem-local store")
+    text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
+            f"by `python -m qmem.local flush` when the gateway is reachable")
+    return {"queued": True, "shared": False, "record": pending.to_json()}, text
+
+
+def _cmd_needs_gateway(ctx: _Env, args: Any) -> tuple[Any, str]:
+    raise QmemError(f"`{args.command}` needs a configured Memory Gateway (set \"url\" in the config file "
+                    f"and export QMEM_GATEWAY_API_KEY)", category="configuration")
+
+
+_COMMANDS = {
+    "status": _cmd_status,
+    "import": _cmd_import,
+    "find": _cmd_find,
+    "queue": _cmd_queue,
+    "store": _cmd_store,
+    "flush": _cmd_needs_gateway,
+    "enrich": _cmd_needs_gateway,
+    "pull": _cmd_needs_gateway,
+    "breaker": _cmd_needs_gateway,
+}
+
+
+def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome:
+    """Run one command line and return what it produced; never raises for user errors."""
+    env = os.environ if env is None else env
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except HelpRequested as help_text:
+        return Outcome(stdout=str(help_text))
+    except UsageError as exc:
+        return Outcome(code=EXIT_USAGE, error=str(exc))
+    ctx: _Env | None = None
+    try:
+        ctx = _Env(env)
+        document, text = _COMMANDS[args.command](ctx, args)
+    except UsageError as exc:
+        return Outcome(code=EXIT_USAGE, error=str(exc))
+    except QmemError as exc:
+        return Outcome(code=EXIT_ERROR, error=exc.message,
+                       stdout=to_json_text({"error": {"category": exc.category, "message": exc.message}})
+                       if args.json else "")
+    finally:
+        if ctx is not None:
+            ctx.close()
+    return Outcome(stdout=to_json_text(document) if args.json else text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return emit(run(sys.argv[1:] if argv is None else argv), PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""The outbox: writes that wait in the local index until the gateway takes them.
+
+Promises:
+
+* :meth:`Outbox.enqueue` stores a ``pending`` record under a fresh local id — the
+  Idempotency-Key it will be sent with — and it is findable at once.
+* :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
+  are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
+  whose process on this machine is gone, may be claimed again; that re-send is safe
+  because the gateway answers a repeated Idempotency-Key with the same record.
+* Outcomes never lose the text: ``synced`` adopts the gateway id everywhere (the FTS
+  row follows, since it is keyed by rowid), ``duplicate`` keeps the matched id beside
+  the local record, ``failed`` keeps the reason, :meth:`Outbox.release` leaves the
+  record pending for the next flush.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .errors import LocalIndexError
+from .localindex import LocalIndex, Record, _Tx, content_hash, this_machine, utc_now
+from .records import NewRecord, is_local_id, new_local_id
+
+__all__ = ["Outbox", "QueueReport"]
+
+MAX_REASON_CHARS = 300
+QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    counts: dict[str, int]
+    records: tuple[Record, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "records": [record.to_json() for record in self.records]}
+
+
+def _bounded_reason(reason: str) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
+
+
+class Outbox:
+    """The queue of local writes, stored in the rows of a :class:`LocalIndex`."""
+
+    def __init__(self, index: LocalIndex) -> None:
+        self.index = index
+        self._machine = this_machine()
+
+    def enqueue(self, record: NewRecord, *, tool: str | None = None) -> Record:
+        """Queue ``record`` under a fresh local id; returns the pending row."""
+        return self._insert_pending(new_local_id(), record, tool=tool, session_file=None)[0]
+
+    def requeue(self, local_id: str, record: NewRecord, *, tool: str | None = None,
+                session_file: str | None = None) -> bool:
+        """Queue a write found in a session file under its original Idempotency-Key.
+
+        Returns False (and changes nothing) when that key is already known here, synced
+        or not; a re-send of a key the gateway has seen returns the same record.
+        """
+        if not is_local_id(local_id):
+            raise ValueError("local_id must be a qmem local id")
+        return self._insert_pending(local_id, record, tool=tool, session_file=session_file)[1]
+
+    def _insert_pending(self, key: str, record: NewRecord, *, tool: str | None,
+                        session_file: str | None) -> tuple[Record, bool]:
+        now = utc_now()
+        pending = Record(
+            id=key, local_id=key, text=record.text, state="pending", coverage="full",
+            kind=record.kind, project_id=record.project_id, scope=record.scope, agent_id=record.agent_id,
+            source=record.source, created_at=now, expires_at=record.expires_at,
+            supersedes_id=record.supersedes_id, supersede_reason=record.supersede_reason,
+            machine=self._machine, session_file=session_file, tool=tool,
+            content_hash=content_hash(record.text), learned_at=now,
+        )
+        with self.index.transaction() as tx:
+            known = tx.conn.execute("SELECT id FROM records WHERE local_id = ? OR id = ?", (key, key)).fetchone()
+            if known is not None:
+                existing = tx.get(known[0])
+                assert existing is not None
+                return existing, False
+            tx.insert(pending)
+        return pending, True
+
+    def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
+        """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
+        token = f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        now = time.time()
+        with self.index.transaction() as tx:
+            candidates = tx.conn.execute(
+                "SELECT rowid, claim_token, claim_until FROM records "
+                "WHERE local_id IS NOT NULL AND state = 'pending' ORDER BY rowid").fetchall()
+            chosen = [row[0] for row in candidates
+                      if row[1] is None or row[2] < now or self._holder_is_gone(row[1])][:limit]
+            tx.conn.executemany("UPDATE records SET claim_token = ?, claim_until = ? WHERE rowid = ?",
+                                [(token, now + lease_seconds, rowid) for rowid in chosen])
+        if not chosen:
+            return []
+        with self.index.reading() as conn:
+            rows = conn.execute(
+                "SELECT id FROM records WHERE claim_token = ? ORDER BY rowid", (token,)).fetchall()
+        records = [self.index.get(row[0]) for row in rows]
+        return [record for record in records if record is not None]
+
+    def _holder_is_gone(self, token: str) -> bool:
+        # token = "<machine>:<pid>:<nonce>"; the machine name may itself contain ':'.
+        parts = token.rsplit(":", 2)
+        if len(parts) != 3 or parts[0] != self._machine or not parts[1].isdigit():
+            return False
+        pid = int(parts[1])
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # exists but belongs to someone else, or cannot tell
+        return False
+
+    def gateway_id(self, local_id: str) -> tuple[str, str]:
+        """``(state, id)`` of the record first queued as ``local_id``.
+
+        After a sync, ``id`` is the gateway's; corrections use it to remap a target
+        that was still local when they were written.
+        """
+        with self.index.reading() as conn:
+            row = conn.execute("SELECT state, id FROM records WHERE local_id = ?",
+                               (local_id,)).fetchone()
+        if row is None:
+            raise LocalIndexError("the record it refers to is not in the local outbox")
+        return row[0], row[1]
+
+    def mark_synced(self, local_id: str, gateway_record: Mapping[str, Any]) -> Record:
+        """The gateway accepted ``local_id`` as ``gateway_record``: adopt its id everywhere."""
+        gateway_id = str(gateway_record["id"])
+        with self.index.transaction() as tx:
+            mine = _by_local_id(tx, local_id)
+            text = gateway_record.get("text") if isinstance(gateway_record.get("text"), str) else mine.text
+            synced = replace(
+                mine, id=gateway_id, text=text or mine.text, state="synced", coverage="full",
+                content_hash=content_hash(text or mine.text), reason=None, learned_at=utc_now(),
+            )
+            for name in ("created_at", "kind", "project_id", "scope", "agent_id", "superseded_by"):
+                value = gateway_record.get(name)
+                if isinstance(value, str) and value:
+                    synced = replace(synced, **{name: value})
+            already = tx.get(gateway_id) if gateway_id != mine.id else None
+            if already is not None:
+                # The gateway record was learned meanwhile (pull, import): one row, not two.
+                tx.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
+                synced = replace(synced, superseded_by=already.superseded_by or synced.superseded_by,
+                                 deleted_at=already.deleted_at, private=already.private)
+            tx.update(synced, where_id=already.id if already is not None else mine.id)
+            tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL WHERE id = ?", (gateway_id,))
+            tx.execute("UPDATE records SET supersedes_id = ? WHERE supersedes_id = ?", (gateway_id, local_id))
+            tx.execute("UPDATE records SET superseded_by = ? WHERE superseded_by = ?", (gateway_id, local_id))
+            if synced.supersedes_id:
+                # The gateway marks the target superseded; mirror it so find hides it now.
+                tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
+                           "WHERE id = ? AND superseded_by IS NULL",
+                           (gateway_id, synced.supersede_reason, synced.supersedes_id))
+            result = tx.get(gateway_id)
+        assert result is not None
+        return result
+
+    def mark_duplicate(self, local_id: str, matched_id: str) -> None:
+        """The gateway refused ``local_id`` as a duplicate of ``matched_id`` (409)."""
+        self._finish(local_id, state="duplicate", duplicate_of=matched_id,
+                     reason=f"the gateway already holds a similar record ({matched_id})")
+
+    def mark_failed(self, local_id: str, reason: str) -> None:
+        """The gateway refused ``local_id`` for good (validation); the text stays here."""
+        self._finish(local_id, state="failed", reason=_bounded_reason(reason))
+
+    def release(self, local_id: str, reason: str) -> None:
+        """A transient failure: the record stays pending for the next flush."""
+        with self.index.transaction() as tx:
+            tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL, attempts = attempts + 1, "
+                       "reason = ? WHERE local_id = ? AND state = 'pending'", (_bounded_reason(reason), local_id))
+
+    def retry_failed(self) -> int:
+        """Put every failed record back to pending (after the user fixed the cause)."""
+        with self.index.transaction() as tx:
+            return tx.execute("UPDATE records SET state = 'pending', reason = NULL WHERE local_id IS NOT NULL "
+                              "AND state = 'failed'").rowcount
+
+    def _finish(self, local_id: str, *, state: str, reason: str, duplicate_of: str | None = None) -> None:
+        with self.index.transaction() as tx:
+            _by_local_id(tx, local_id)
+            tx.execute("UPDATE records SET state = ?, reason = ?, duplicate_of = ?, claim_token = NULL, "
+                       "claim_until = NULL, attempts = attempts + 1 WHERE local_id = ?",
+                       (state, reason, duplicate_of, local_id))
+
+    def report(self, *, limit: int = 200) -> QueueReport:
+        """Counts by state and the most recent rows (pending and failed first)."""
+        status = self.index.status()
+        with self.index.reading() as conn:
+            rows = conn.execute(
+                "SELECT id FROM records WHERE local_id IS NOT NULL ORDER BY "
+                "CASE state WHEN 'failed' THEN 0 WHEN 'pending' THEN 1 WHEN 'duplicate' THEN 2 ELSE 3 END, "
+                "rowid DESC LIMIT ?", (limit,)).fetchall()
+        records = tuple(r for r in (self.index.get(row[0]) for row in rows) if r is not None)
+        return QueueReport(counts=status.queue, records=records)
+
+    def pending_count(self) -> int:
+        with self.index.reading() as conn:
+            return conn.execute("SELECT count(*) FROM records WHERE local_id IS NOT NULL "
+                                "AND state = 'pending'").fetchone()[0]
+
+
+def _by_local_id(tx: _Tx, local_id: str) -> Record:
+    row = tx.conn.execute("SELECT id FROM records WHERE local_id = ?", (local_id,)).fetchone()
+    record = tx.get(row[0]) if row else None
+    if record is None:
+        raise LocalIndexError("that record is not in the local outbox")
+    return record

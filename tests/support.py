@@ -1,0 +1,58 @@
+"""Test support: a throwaway HOME and real subprocess runs of qmem's CLIs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+# Variables that would let the developer's own setup leak into a test.
+_SCRUBBED_PREFIXES = ("QMEM_", "PI_QDRANT_MEMORY_", "XDG_", "PI_CODING_AGENT_DIR", "PRIME_AGENT_CODING_AGENT_DIR")
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The current environment minus qmem's and XDG variables, with HOME = ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
+    env["HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class TempHomeTestCase(unittest.TestCase):
+    """A test case with a fresh HOME directory, removed afterwards."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.home = Path(tempfile.mkdtemp(prefix="qmem-test-"))
+        self.addCleanup(shutil.rmtree, self.home, True)
+        self.env = clean_env(self.home)
+
+    def run_module(self, module: str, *args: str, input: str | None = None, env: dict[str, str] | None = None,
+                   timeout: float = 60) -> Completed:
+        """Run ``python -m <module> args…`` as a real subprocess."""
+        proc = subprocess.run(
+            [sys.executable, "-m", module, *args], cwd=str(self.home), env=env or self.env,
+            input=input if input is not None else "", capture_output=True, text=True, timeout=timeout,
+        )
+        return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+    def assertNoTraceback(self, result: Completed) -> None:
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertNotIn("Traceback", result.stdout)
