@@ -17,13 +17,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import config as config_mod
 from .cli import EXIT_ERROR, EXIT_USAGE, CommandParser, HelpRequested, Outcome, UsageError, emit, to_json_text
 from .errors import QmemError
-from .localindex import FindResult, IndexStatus, LocalIndex, Record
-from .outbox import Outbox, QueueReport
+from .localindex import FindResult, IndexStatus, Record
+from .outbox import QueueReport
 from .records import KINDS, validate_new_record
+from .runtime import Runtime
 from .sessions import ImportReport, SessionImporter, session_roots
+from .store import guard_secrets, qmem_store
+from .sync import enrich, flush, pull
 
 __all__ = ["run", "main", "build_parser"]
 
@@ -169,45 +171,25 @@ def render_import(report: ImportReport) -> str:
 
 # --- commands ----------------------------------------------------------------------------
 
-class _Env:
-    """Config, paths and the index for one command; the index opens on first use."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = env
-        self.config = config_mod.load_config(env)
-        self.paths = config_mod.resolve_paths(self.config, env)
-        self._index: LocalIndex | None = None
-
-    @property
-    def index(self) -> LocalIndex:
-        if self._index is None:
-            self._index = LocalIndex(self.paths.database)
-        return self._index
-
-    def close(self) -> None:
-        if self._index is not None:
-            self._index.close()
-
-
-def _cmd_status(ctx: _Env, args: Any) -> tuple[Any, str]:
-    status = ctx.index.status()
+def _cmd_status(rt: Runtime, args: Any) -> tuple[Any, str]:
+    status = rt.index.status()
     return status.to_json(), render_status(status)
 
 
-def _cmd_import(ctx: _Env, args: Any) -> tuple[Any, str]:
-    roots = [root for root in session_roots(ctx.env) if args.host in (None, root.host)]
-    report = SessionImporter(ctx.index).run(roots)
+def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
+    roots = [root for root in session_roots(rt.env) if args.host in (None, root.host)]
+    report = SessionImporter(rt.index).run(roots)
     return report.to_json(), render_import(report)
 
 
-def _cmd_find(ctx: _Env, args: Any) -> tuple[Any, str]:
-    result = ctx.index.find(" ".join(args.query), project=args.project, kind=args.kind, limit=args.limit,
+def _cmd_find(rt: Runtime, args: Any) -> tuple[Any, str]:
+    result = rt.index.find(" ".join(args.query), project=args.project, kind=args.kind, limit=args.limit,
                             superseded=args.superseded, private=args.private, deleted=args.deleted)
     return result.to_json(), render_find(result)
 
 
-def _cmd_queue(ctx: _Env, args: Any) -> tuple[Any, str]:
-    report = Outbox(ctx.index).report()
+def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = rt.outbox.report()
     return report.to_json(), render_queue(report)
 
 
@@ -221,24 +203,71 @@ def _read_text_argument(value: str) -> str:
         raise UsageError("the text on stdin is not UTF-8") from None
 
 
-def _cmd_store(ctx: _Env, args: Any) -> tuple[Any, str]:
-    record = validate_new_record({
+def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
+    arguments = {
         "text": _read_text_argument(args.text), "project_id": args.project, "kind": args.kind,
         "scope": args.scope, "agent_id": args.agent, "source": args.source, "expires_at": args.expires_at,
         "supersedes_id": args.supersedes, "supersede_reason": args.reason,
-    })
-    if not args.queue_only:
-        raise QmemError("storing to the gateway is not available yet; use --queue-only to queue it locally",
-                        category="configuration")
-    pending = Outbox(ctx.index).enqueue(record, tool="qmem-local store")
-    text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
-            f"by `python -m qmem.local flush` when the gateway is reachable")
-    return {"queued": True, "shared": False, "record": pending.to_json()}, text
+    }
+    if args.queue_only:
+        record = validate_new_record(arguments)
+        guard_secrets(record)
+        pending = rt.outbox.enqueue(record, tool="qmem-local store")
+        text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
+                f"by `python -m qmem.local flush` when the gateway is reachable")
+        return {"queued": True, "shared": False, "record": pending.to_json()}, text
+    # After a successful store, send what was queued before (the same trigger as in a host).
+    result = qmem_store(rt, arguments, flush_soon=lambda: _flush_quietly(rt))
+    return result.details, result.text
 
 
-def _cmd_needs_gateway(ctx: _Env, args: Any) -> tuple[Any, str]:
-    raise QmemError(f"`{args.command}` needs a configured Memory Gateway (set \"url\" in the config file "
-                    f"and export QMEM_GATEWAY_API_KEY)", category="configuration")
+def _flush_quietly(rt: Runtime) -> None:
+    try:
+        if rt.outbox.pending_count():
+            flush(rt)
+    except QmemError:
+        pass  # the store itself succeeded; the queue waits for the next flush
+
+
+def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = flush(rt)
+    text = (f"sent {report.sent}: synced {report.synced}, duplicate {report.duplicate}, failed {report.failed}; "
+            f"still pending {rt.outbox.pending_count()}")
+    if report.stopped:
+        text += f"\nstopped: {report.stopped}"
+    return report.to_json(), text
+
+
+def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = enrich(rt, everything=args.all)
+    text = f"checked {report.checked}, updated {report.updated}, not on the gateway {report.missing}"
+    return report.to_json(), text + (f"\nstopped: {report.stopped}" if report.stopped else "")
+
+
+def _cmd_pull(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = pull(rt)
+    text = (f"{report.pages} page(s), {report.items} items: added {report.added}, updated {report.updated}, "
+            f"tombstones {report.tombstones}")
+    return report.to_json(), text + (f"\nstopped: {report.stopped}" if report.stopped else "")
+
+
+def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
+    if not rt.config.url:
+        raise QmemError('no Memory Gateway is configured (set "url" in the config file)', category="configuration")
+    breaker = rt.breaker_for(rt.config.url)
+    if args.reset or args.reset_word:
+        breaker.reset()
+    snap = breaker.snapshot()
+    if snap["state"] == "open":
+        text = f"open: calls fail fast for {snap['retry_in_ms'] / 1000:.0f} s more"
+    elif snap["state"] == "half-open":
+        text = "half-open: the next call probes the gateway"
+    else:
+        text = "closed: calls go to the gateway"
+    text += f" (consecutive failures {snap['consecutive_failures']}, opens {snap['consecutive_opens']})"
+    if args.reset or args.reset_word:
+        text = "reset — " + text
+    return snap, text
 
 
 _COMMANDS = {
@@ -247,10 +276,10 @@ _COMMANDS = {
     "find": _cmd_find,
     "queue": _cmd_queue,
     "store": _cmd_store,
-    "flush": _cmd_needs_gateway,
-    "enrich": _cmd_needs_gateway,
-    "pull": _cmd_needs_gateway,
-    "breaker": _cmd_needs_gateway,
+    "flush": _cmd_flush,
+    "enrich": _cmd_enrich,
+    "pull": _cmd_pull,
+    "breaker": _cmd_breaker,
 }
 
 
@@ -264,10 +293,10 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
         return Outcome(stdout=str(help_text))
     except UsageError as exc:
         return Outcome(code=EXIT_USAGE, error=str(exc))
-    ctx: _Env | None = None
+    rt: Runtime | None = None
     try:
-        ctx = _Env(env)
-        document, text = _COMMANDS[args.command](ctx, args)
+        rt = Runtime(env)
+        document, text = _COMMANDS[args.command](rt, args)
     except UsageError as exc:
         return Outcome(code=EXIT_USAGE, error=str(exc))
     except QmemError as exc:
@@ -275,8 +304,8 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
                        stdout=to_json_text({"error": {"category": exc.category, "message": exc.message}})
                        if args.json else "")
     finally:
-        if ctx is not None:
-            ctx.close()
+        if rt is not None:
+            rt.close()
     return Outcome(stdout=to_json_text(document) if args.json else text)
 
 

@@ -22,11 +22,12 @@ Promises:
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CorruptIndexError, InputError, LocalIndexError
-from .records import KINDS, normalize_text
+from .records import KINDS, is_local_id, normalize_text
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -47,6 +48,7 @@ __all__ = [
     "query_terms",
     "match_expression",
     "merge_observation",
+    "observation_from_record",
     "content_hash",
     "utc_now",
 ]
@@ -221,6 +223,38 @@ class Observation:
     machine: str | None = None
     session_file: str | None = None
     tool: str | None = None
+
+
+def observation_from_record(record: Mapping[str, Any], *, coverage: str, state: str, tool: str | None = None,
+                            session_file: str | None = None, machine: str | None = None,
+                            fallback: Mapping[str, Any] | None = None) -> Observation | None:
+    """An Observation of a gateway record (a dict in the gateway's shape), or None.
+
+    None when the id is missing, too long or a local id (those are outbox records, not
+    gateway records).  ``fallback`` fills text and metadata the record does not carry,
+    e.g. a store call's own arguments.
+    """
+    record_id = record.get("id")
+    if not isinstance(record_id, str) or not record_id or len(record_id) > 128 or is_local_id(record_id):
+        return None
+    extra = fallback or {}
+
+    def pick(name: str, *, own_only: bool = False) -> str | None:
+        for source in (record,) if own_only else (record, extra):
+            value = source.get(name)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    private = record.get("private")
+    return Observation(
+        id=record_id, text=pick("text"), coverage=coverage, state=state,
+        kind=pick("kind"), project_id=pick("project_id"), scope=pick("scope"), agent_id=pick("agent_id"),
+        source=pick("source"), created_at=pick("created_at", own_only=True), expires_at=pick("expires_at"),
+        supersedes_id=pick("supersedes_id"), supersede_reason=pick("supersede_reason"),
+        superseded_by=pick("superseded_by", own_only=True), private=private if isinstance(private, bool) else None,
+        deleted_at=pick("deleted_at", own_only=True), machine=machine, session_file=session_file, tool=tool,
+    )
 
 
 _MERGED_FIELDS = ("kind", "project_id", "scope", "agent_id", "source", "created_at", "expires_at",
@@ -557,13 +591,20 @@ class LocalIndex:
                                (record_id, record_id)).fetchone()
         return _row_to_record(row) if row else None
 
-    def learn(self, observations: Iterable[Observation]) -> dict[str, int]:
-        """Merge observations in one transaction; returns counts added / updated / unchanged."""
+    def learn(self, observations: Iterable[Observation], *, meta: Mapping[str, str] | None = None) -> dict[str, int]:
+        """Merge observations in one transaction; returns counts added / updated / unchanged.
+
+        ``meta`` entries (e.g. the export cursor) are written in the same transaction, so
+        they never get ahead of the records they describe.
+        """
         counts = {"added": 0, "updated": 0, "unchanged": 0}
         now = utc_now()
         with self.transaction() as tx:
             for obs in observations:
                 counts[tx.learn_one(obs, now)] += 1
+            for key, value in (meta or {}).items():
+                tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
         return counts
 
     def find(
@@ -612,15 +653,35 @@ class LocalIndex:
         rows: list[sqlite3.Row] = []
         match = "all"
         with self.reading() as conn:
-            for match, prefix, any_term in _FIND_STAGES:
+            for stage, prefix, any_term in _FIND_STAGES:
                 if any_term and len(parsed.terms) == 1:
                     break  # "any" of one word is "all" of it
+                match = stage
                 params["match"] = match_expression(parsed.terms, prefix=prefix, any_term=any_term)
                 rows = conn.execute(sql, params).fetchall()
                 if rows:
                     break
         return FindResult(records=tuple(_row_to_record(row) for row in rows), terms=parsed.terms,
                           match=match, dropped_terms=parsed.dropped)
+
+    def meta(self) -> dict[str, Any]:
+        """The gateway's ``/v1/meta`` shape computed from visible local records."""
+        visible = ("superseded_by IS NULL AND private = 0 AND deleted_at IS NULL AND "
+                   "(expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'))")
+        with self.reading() as conn:
+            counts: dict[str, dict[str, int]] = {}
+            for scope, kind, n in conn.execute(
+                    f"SELECT coalesce(scope, '?'), coalesce(kind, '?'), count(*) FROM records WHERE {visible} "
+                    f"GROUP BY 1, 2"):
+                counts.setdefault(scope, {})[kind] = n
+            projects = [row[0] for row in conn.execute(
+                f"SELECT project_id FROM records WHERE {visible} AND project_id IS NOT NULL "
+                f"GROUP BY project_id ORDER BY count(*) DESC, project_id LIMIT 200")]
+            agents = [row[0] for row in conn.execute(
+                f"SELECT agent_id FROM records WHERE {visible} AND agent_id IS NOT NULL "
+                f"GROUP BY agent_id ORDER BY count(*) DESC, agent_id LIMIT 200")]
+            superseded = conn.execute("SELECT count(*) FROM records WHERE superseded_by IS NOT NULL").fetchone()[0]
+        return {"counts": counts, "projects": projects, "agents": agents, "superseded": superseded}
 
     def status(self) -> IndexStatus:
         with self.reading() as conn:
@@ -715,6 +776,7 @@ def _row_to_record(row: sqlite3.Row) -> Record:
     return Record(**values)
 
 
+@functools.lru_cache(maxsize=1)
 def this_machine() -> str:
     """The provenance name of this machine (its host name)."""
     return socket.gethostname() or "unknown"

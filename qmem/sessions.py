@@ -37,7 +37,7 @@ from stat import S_ISREG
 from typing import Any
 
 from .errors import InputError
-from .localindex import LocalIndex, Observation, this_machine, utc_now
+from .localindex import LocalIndex, Observation, observation_from_record, this_machine, utc_now
 from .outbox import Outbox
 from .records import NewRecord, is_local_id, validate_new_record
 
@@ -143,24 +143,9 @@ def _str(value: Any) -> str | None:
 
 
 def _observation(rec: Mapping[str, Any], *, coverage: str, tool: str, session_file: str,
-                 fallback: Mapping[str, Any] = {}) -> Observation | None:  # noqa: B006 - read only
-    record_id = _str(rec.get("id"))
-    if record_id is None or is_local_id(record_id) or len(record_id) > 128:
-        return None
-    text = _str(rec.get("text")) or _str(fallback.get("text"))
-
-    def pick(name: str) -> str | None:
-        return _str(rec.get(name)) or _str(fallback.get(name))
-
-    private = rec.get("private")
-    return Observation(
-        id=record_id, text=text, coverage=coverage, state="observed",
-        kind=pick("kind"), project_id=pick("project_id"), scope=pick("scope"), agent_id=pick("agent_id"),
-        source=pick("source"), created_at=_str(rec.get("created_at")), expires_at=pick("expires_at"),
-        supersedes_id=pick("supersedes_id"), supersede_reason=pick("supersede_reason"),
-        superseded_by=_str(rec.get("superseded_by")), private=private if isinstance(private, bool) else None,
-        deleted_at=_str(rec.get("deleted_at")), machine=this_machine(), session_file=session_file, tool=tool,
-    )
+                 fallback: Mapping[str, Any] | None = None) -> Observation | None:
+    return observation_from_record(rec, coverage=coverage, state="observed", tool=tool, session_file=session_file,
+                                   machine=this_machine(), fallback=fallback)
 
 
 _LONG_AGO = datetime(1970, 1, 1, tzinfo=timezone.utc)

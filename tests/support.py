@@ -56,3 +56,47 @@ class TempHomeTestCase(unittest.TestCase):
     def assertNoTraceback(self, result: Completed) -> None:
         self.assertNotIn("Traceback", result.stderr)
         self.assertNotIn("Traceback", result.stdout)
+
+
+def write_config(env: dict[str, str], document: dict) -> Path:
+    """Write ``document`` as the config file of the HOME in ``env``."""
+    import json
+
+    path = Path(env["HOME"]) / ".config" / "qmem" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+    return path
+
+
+class GatewayTestCase(TempHomeTestCase):
+    """A temp HOME whose config points at a fresh fake Memory Gateway.
+
+    Timeouts are short (the fakes answer on loopback) and the breaker window is long,
+    so a test sees it open until it resets it.
+    """
+
+    API_KEY = "test-gateway-key"
+    CONFIG: dict = {}
+
+    def setUp(self) -> None:
+        super().setUp()
+        from .fakes import FakeGateway
+
+        self.gateway = FakeGateway(api_key=self.API_KEY).start()
+        self.addCleanup(self.gateway.stop)
+        self.env["QMEM_GATEWAY_API_KEY"] = self.API_KEY
+        self.configure()
+
+    def configure(self, url: str | None = "fake", **overrides: object) -> None:
+        """Write the config; ``url`` defaults to the fake gateway, None means no gateway."""
+        document = {"url": self.gateway.url if url == "fake" else url, "connectTimeoutMs": 2000, "timeoutMs": 2000,
+                    "breakerBaseMs": 60_000, "breakerMaxMs": 600_000, "breakerTripAfter": 3,
+                    **self.CONFIG, **overrides}
+        write_config(self.env, document)
+
+    def runtime(self):
+        from qmem.runtime import Runtime
+
+        rt = Runtime(self.env)
+        self.addCleanup(rt.close)
+        return rt

@@ -1,0 +1,238 @@
+"""A circuit breaker persisted in ``breaker.json``, shared by every process of the user.
+
+Promises:
+
+* **Keyed by endpoint.**  Each entry is keyed by a SHA-256 of the endpoint's identity
+  (scheme, host, port, path); the file never holds a URL.  A changed URL is another key,
+  so it starts closed.
+* **Definitive failures** (connect, DNS, header timeout) open the breaker at once for
+  ``base_ms``; each re-open without a success in between doubles the window, up to
+  ``max_ms``.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
+  ``trip_after`` in a row.
+* **While open**, :meth:`Breaker.check` answers in microseconds without touching the
+  network: one read of a small file.  When the window has passed, exactly one caller (in
+  any process) is let through as the probe; its success closes the breaker, its failure
+  re-opens it with a doubled window.  Others keep failing fast until the probe reports or
+  its lease ends.
+* **Safe sharing.**  Changes happen under an ``flock`` on ``breaker.json.lock`` and are
+  written atomically, so two processes never corrupt or clobber each other.  A corrupt
+  file counts as closed and is rewritten, with one warning.  If the file cannot be
+  written at all, calls still go through: the breaker fails open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .atomicfile import ensure_private_dir, write_atomic
+from .diagnostics import Warnings
+
+__all__ = ["Breaker", "BreakerPolicy", "Decision", "endpoint_key"]
+
+FILE_VERSION = 1
+STALE_ENTRY_MS = 30 * 86_400_000
+
+
+def endpoint_key(url: str) -> str:
+    """The key of an endpoint: a hash of scheme, host, port and path (no URL is stored)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    identity = f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class BreakerPolicy:
+    base_ms: int = 120_000
+    max_ms: int = 600_000
+    trip_after: int = 3
+    probe_lease_ms: int = 60_000  # how long one probe may take before another is allowed
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a call may touch the network now."""
+
+    allowed: bool
+    retry_in_ms: int = 0
+    probe: bool = False  # this caller is the one probe after an open window
+
+
+class Breaker:
+    """The breaker of one endpoint, backed by a shared state file."""
+
+    def __init__(self, path: Path, url: str, policy: BreakerPolicy, *, warnings: Warnings | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.key = endpoint_key(url)
+        self.policy = policy
+        self._warnings = warnings or Warnings()
+        self._clock = clock
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- file access
+
+    def _read(self) -> tuple[dict[str, Any], bool]:
+        """(document, corrupt).  A missing file is an empty document."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return _empty(), False
+        except OSError:
+            return _empty(), False
+        try:
+            document = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return _empty(), True
+        if (not isinstance(document, dict) or document.get("version") != FILE_VERSION
+                or not isinstance(document.get("endpoints"), dict)):
+            return _empty(), True
+        return document, False
+
+    def _entry(self, document: dict[str, Any]) -> dict[str, int]:
+        entry = document["endpoints"].get(self.key)
+        if not isinstance(entry, dict):
+            return {}
+        return {k: v for k, v in entry.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """Read-modify-write under the lock; the yielded document is written back."""
+        try:
+            ensure_private_dir(self.path.parent)
+            lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            self._warnings.warn("breaker_storage")
+            yield _empty()  # fail open: the change is simply not persisted
+            return
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            document, corrupt = self._read()
+            if corrupt:
+                self._warnings.warn("breaker")
+            before = json.dumps(document, sort_keys=True)
+            yield document
+            now = self._now()
+            endpoints = document["endpoints"]
+            for key in [k for k, v in endpoints.items()
+                        if not isinstance(v, dict) or now - v.get("updated", 0) > STALE_ENTRY_MS]:
+                del endpoints[key]
+            after = json.dumps(document, sort_keys=True)
+            if corrupt or after != before:
+                try:
+                    write_atomic(self.path, (after + "\n").encode("utf-8"), mode=0o600)
+                except OSError:
+                    self._warnings.warn("breaker_storage")
+        finally:
+            os.close(lock_fd)  # closing the descriptor releases the flock
+
+    # -- decisions
+
+    def check(self) -> Decision:
+        """May a call go to the network now?  Claims the probe when the window has passed."""
+        document, corrupt = self._read()
+        entry = self._entry(document)
+        now = self._now()
+        if corrupt:
+            with self._locked():
+                pass  # rewrites the file as closed, with one warning
+            return Decision(True)
+        open_until = entry.get("open_until", 0)
+        if not open_until:
+            return Decision(True)
+        if now < open_until:
+            return Decision(False, retry_in_ms=open_until - now)
+        if entry.get("probe_until", 0) > now:
+            return Decision(False, retry_in_ms=entry["probe_until"] - now)
+        with self._locked() as document:
+            entry = self._entry(document)
+            now = self._now()
+            open_until = entry.get("open_until", 0)
+            if not open_until:
+                return Decision(True)
+            if now < open_until:
+                return Decision(False, retry_in_ms=open_until - now)
+            if entry.get("probe_until", 0) > now:
+                return Decision(False, retry_in_ms=entry["probe_until"] - now)
+            entry["probe_until"] = now + self.policy.probe_lease_ms
+            entry["updated"] = now
+            document["endpoints"][self.key] = entry
+        return Decision(True, probe=True)
+
+    def success(self) -> None:
+        """A call got an answer: close the breaker (no write when it was already closed)."""
+        document, corrupt = self._read()
+        if not corrupt and not self._entry(document):
+            return
+        with self._locked() as document:
+            document["endpoints"].pop(self.key, None)
+
+    def definitive_failure(self) -> int:
+        """Nobody answered: open now.  Returns the window in ms."""
+        with self._locked() as document:
+            return self._open(document, self._entry(document))
+
+    def ambiguous_failure(self) -> int:
+        """A bad or slow answer: open after ``trip_after`` in a row (or when a probe fails).
+
+        Returns the window in ms if this opened the breaker, else 0.
+        """
+        with self._locked() as document:
+            entry = self._entry(document)
+            failures = entry.get("failures", 0) + 1
+            probing = entry.get("open_until", 0) > 0
+            if probing or failures >= self.policy.trip_after:
+                return self._open(document, entry)
+            entry.update(failures=failures, updated=self._now())
+            document["endpoints"][self.key] = entry
+            return 0
+
+    def _open(self, document: dict[str, Any], entry: dict[str, int]) -> int:
+        now = self._now()
+        opens = entry.get("opens", 0) + 1
+        window = min(self.policy.base_ms * (2 ** min(opens - 1, 30)), self.policy.max_ms)
+        document["endpoints"][self.key] = {"open_until": now + window, "opens": opens, "failures": 0,
+                                           "probe_until": 0, "updated": now}
+        return window
+
+    def reset(self) -> None:
+        with self._locked() as document:
+            document["endpoints"].pop(self.key, None)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state for ``breaker`` commands and status: no URL, no path."""
+        document, corrupt = self._read()
+        entry = self._entry(document)
+        now = self._now()
+        open_until = entry.get("open_until", 0)
+        if not open_until:
+            state = "closed"
+        elif now < open_until:
+            state = "open"
+        else:
+            state = "half-open"
+        return {
+            "state": state,
+            "retry_in_ms": max(open_until - now, 0) if state == "open" else 0,
+            "consecutive_failures": entry.get("failures", 0),
+            "consecutive_opens": entry.get("opens", 0),
+            "endpoints_tracked": len(document["endpoints"]),
+            "file_corrupt": corrupt,
+        }
+
+
+def _empty() -> dict[str, Any]:
+    return {"version": FILE_VERSION, "endpoints": {}}

@@ -1,0 +1,247 @@
+"""The Memory Gateway client (DESIGN §6): breaker-gated, bounded retries, typed answers.
+
+Promises:
+
+* Every call first asks the :class:`~qmem.breaker.Breaker`.  While it is open the call
+  raises :class:`GatewayUnavailable` (``breaker_open``, ``retry_in_ms``) in microseconds,
+  without touching the network.
+* Definitive failures (connect, DNS, TLS, header timeout) are not retried and open the
+  breaker.  Ambiguous ones (5xx, 429, slow or cut-off bodies) are retried at most
+  ``retries`` times, honouring ``Retry-After`` up to ``max_retry_wait_s`` (a longer wait is
+  not worth blocking an agent turn for: the call gives up instead).
+* Any answer below 500 other than 429 closes the breaker: the gateway is alive.  4xx
+  answers become :class:`GatewayRefused` (with the gateway's ``error`` code and a bounded
+  detail), :class:`GatewayUnauthorized` or :class:`GatewayDuplicate` (409, with the matched
+  id).  A 2xx whose body is not the expected JSON is an ambiguous failure, never data.
+* Errors say ``sent`` when the request may have reached the gateway: a write that fails
+  that way must be retried with the same Idempotency-Key, never reported as lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from .breaker import Breaker
+from .errors import QmemError
+from .transport import HttpClient, Response, TransportError
+
+__all__ = [
+    "GatewayClient",
+    "GatewayError",
+    "GatewayUnavailable",
+    "GatewayRefused",
+    "GatewayUnauthorized",
+    "GatewayDuplicate",
+    "GatewayNotFound",
+]
+
+MAX_DETAIL_CHARS = 200
+
+
+class GatewayError(QmemError):
+    category = "gateway"
+
+
+class GatewayUnavailable(GatewayError):
+    """The gateway could not be asked or did not answer usefully.
+
+    ``kind`` is the transport kind (``connect``, ``header_timeout``, ``http_status`` …),
+    ``breaker_open`` when no request was made because the breaker is open,
+    ``not_configured`` when there is no gateway URL.
+    """
+
+    def __init__(self, message: str, *, kind: str, sent: bool, breaker_open: bool = False,
+                 retry_in_ms: int = 0, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.sent = sent
+        self.breaker_open = breaker_open
+        self.retry_in_ms = retry_in_ms
+        self.status = status
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape tools report: ``error: "gateway_unreachable"`` plus why."""
+        return {"error": "gateway_unreachable", "reason": self.kind, "breaker_open": self.breaker_open,
+                "retry_in_ms": self.retry_in_ms}
+
+
+class GatewayRefused(GatewayError):
+    """The gateway answered 4xx: it is alive and said no."""
+
+    def __init__(self, message: str, *, status: int, code: str | None = None, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+    @property
+    def reason(self) -> str:
+        """A bounded one-line reason for a failed outbox record."""
+        parts = [f"{self.status}", self.code or "refused"]
+        if self.detail:
+            parts.append(self.detail)
+        return " ".join(parts)
+
+
+class GatewayUnauthorized(GatewayRefused):
+    """401/403: the API key is missing, wrong or not allowed."""
+
+
+class GatewayNotFound(GatewayRefused):
+    """404: no such record."""
+
+
+class GatewayDuplicate(GatewayRefused):
+    """409 on create: the gateway already holds a similar record, ``matched_id``."""
+
+    def __init__(self, matched_id: str) -> None:
+        super().__init__(f"the gateway already holds a similar record ({matched_id})", status=409, code="duplicate")
+        self.matched_id = matched_id
+
+
+def _detail(payload: Any) -> tuple[str | None, str | None]:
+    """The gateway's ``error`` code and a bounded one-line ``detail``."""
+    if not isinstance(payload, dict):
+        return None, None
+    code = payload.get("error") if isinstance(payload.get("error"), str) else None
+    detail = payload.get("detail")
+    if isinstance(detail, list):  # FastAPI validation: [{"loc": [...], "msg": "..."}]
+        bits = []
+        for item in detail[:3]:
+            if isinstance(item, dict) and isinstance(item.get("msg"), str):
+                loc = item.get("loc")
+                field = loc[-1] if isinstance(loc, list) and loc else None
+                bits.append(f"{field}: {item['msg']}" if isinstance(field, str) else item["msg"])
+        detail = "; ".join(bits) or None
+    elif not isinstance(detail, str):
+        detail = None
+    if code:
+        code = " ".join(code.split())[:60]
+    if detail:
+        detail = " ".join(detail.split())[:MAX_DETAIL_CHARS]
+    return code, detail
+
+
+class GatewayClient:
+    """A client of one Memory Gateway.  Times are in seconds."""
+
+    def __init__(self, url: str, api_key: str | None, *, breaker: Breaker, connect_timeout: float,
+                 timeout: float, retries: int = 2, max_retry_wait_s: float = 5.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = HttpClient(url, connect_timeout=connect_timeout, body_timeout=timeout, headers=headers,
+                                service="Memory Gateway")
+        self.breaker = breaker
+        self.retries = retries
+        self.max_retry_wait_s = max_retry_wait_s
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- the contract
+
+    def status(self) -> dict[str, Any]:
+        return self._json(self._call("GET", "/v1/status"))
+
+    def create(self, body: Mapping[str, Any], idempotency_key: str) -> dict[str, Any]:
+        response = self._call("POST", "/v1/memories", json_body=dict(body),
+                              headers={"Idempotency-Key": idempotency_key})
+        if response.status == 409:
+            payload = _safe_json(response)
+            matched = payload.get("id") if isinstance(payload, dict) else None
+            if isinstance(matched, str) and matched:
+                raise GatewayDuplicate(matched)
+        record = self._json(response)
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
+            raise GatewayUnavailable("the Memory Gateway accepted the record but its answer has no id",
+                                     kind="protocol", sent=True)
+        return record
+
+    def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = self._json(self._call("POST", "/v1/memories:search", json_body=dict(body)))
+        if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
+            raise GatewayUnavailable("the Memory Gateway's search answer has no results list",
+                                     kind="protocol", sent=True)
+        return answer
+
+    def get(self, record_id: str) -> dict[str, Any]:
+        record = self._json(self._call("GET", f"/v1/memories/{quote(record_id, safe='')}"))
+        if not isinstance(record, dict) or record.get("id") != record_id:
+            raise GatewayUnavailable("the Memory Gateway answered with another record", kind="protocol", sent=True)
+        return record
+
+    def export(self, cursor: str | None, limit: int) -> dict[str, Any]:
+        answer = self._json(self._call("GET", "/v1/memories:export", query={"cursor": cursor, "limit": limit}))
+        if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
+            raise GatewayUnavailable("the Memory Gateway's export answer has no items list",
+                                     kind="protocol", sent=True)
+        return answer
+
+    def meta(self) -> dict[str, Any]:
+        answer = self._json(self._call("GET", "/v1/meta"))
+        if not isinstance(answer, dict):
+            raise GatewayUnavailable("the Memory Gateway's meta answer is not an object", kind="protocol", sent=True)
+        return answer
+
+    # -- plumbing
+
+    def _json(self, response: Response) -> Any:
+        if response.status >= 400:
+            code, detail = _detail(_safe_json(response))
+            message = f"the Memory Gateway refused the request ({response.status}{' ' + code if code else ''})"
+            if response.status in (401, 403):
+                raise GatewayUnauthorized("the Memory Gateway refused the API key (check QMEM_GATEWAY_API_KEY)",
+                                          status=response.status, code=code, detail=detail)
+            if response.status == 404:
+                raise GatewayNotFound("the Memory Gateway has no such record", status=404, code=code, detail=detail)
+            raise GatewayRefused(message + (f": {detail}" if detail else ""), status=response.status, code=code,
+                                 detail=detail)
+        try:
+            return response.json()
+        except TransportError:
+            self.breaker.ambiguous_failure()
+            raise GatewayUnavailable(f"the Memory Gateway answered {response.status} with a body that is not JSON",
+                                     kind="protocol", sent=True, status=response.status) from None
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Response:
+        decision = self.breaker.check()
+        if not decision.allowed:
+            raise GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
+                                     kind="breaker_open", sent=False, breaker_open=True,
+                                     retry_in_ms=decision.retry_in_ms)
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except TransportError as exc:
+                if not exc.ambiguous or decision.probe:
+                    window = self.breaker.definitive_failure() if exc.definitive or decision.probe else \
+                        self.breaker.ambiguous_failure()
+                    raise GatewayUnavailable(exc.message, kind=exc.kind, sent=exc.sent, breaker_open=bool(window),
+                                             retry_in_ms=window, status=exc.status) from None
+                window = self.breaker.ambiguous_failure()
+                wait = exc.retry_after if exc.retry_after is not None else 0.2 * (2 ** attempt)
+                if window or attempt >= self.retries or wait > self.max_retry_wait_s:
+                    raise GatewayUnavailable(exc.message, kind=exc.kind, sent=exc.sent, breaker_open=bool(window),
+                                             retry_in_ms=window, status=exc.status) from None
+                self._sleep(wait)
+                attempt += 1
+                decision = self.breaker.check()
+                if not decision.allowed:  # another process opened it meanwhile
+                    raise GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
+                                             kind="breaker_open", sent=exc.sent, breaker_open=True,
+                                             retry_in_ms=decision.retry_in_ms) from None
+                continue
+            self.breaker.success()
+            return response
+
+
+def _safe_json(response: Response) -> Any:
+    try:
+        return response.json()
+    except TransportError:
+        return None

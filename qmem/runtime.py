@@ -1,0 +1,86 @@
+"""The services one qmem process uses, opened on first use.
+
+A :class:`Runtime` holds the configuration, the resolved paths, the warn-once state and,
+lazily, the local index, the outbox and the gateway client.  The CLIs make one per
+command; a host bridge or the MCP server makes one per session.  Nothing here does I/O
+until a service is asked for, so a process that never searches never opens SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+
+from . import config as config_mod
+from .breaker import Breaker, BreakerPolicy
+from .config import Config, Paths
+from .diagnostics import Warnings
+from .gateway import GatewayClient
+from .localindex import LocalIndex
+from .outbox import Outbox
+
+__all__ = ["Runtime"]
+
+
+class Runtime:
+    def __init__(self, env: Mapping[str, str] | None = None, *, warnings: Warnings | None = None,
+                 config: Config | None = None) -> None:
+        self.env = os.environ if env is None else env
+        self.config = config if config is not None else config_mod.load_config(self.env)
+        self.paths: Paths = config_mod.resolve_paths(self.config, self.env)
+        self.warnings = warnings or Warnings()
+        self._lock = threading.RLock()
+        self._index: LocalIndex | None = None
+        self._gateway: GatewayClient | None = None
+
+    # -- local side
+
+    @property
+    def index(self) -> LocalIndex:
+        with self._lock:
+            if self._index is None:
+                self._index = LocalIndex(self.paths.database)
+            return self._index
+
+    @property
+    def outbox(self) -> Outbox:
+        return Outbox(self.index)
+
+    # -- gateway side
+
+    def breaker_for(self, url: str) -> Breaker:
+        c = self.config
+        policy = BreakerPolicy(base_ms=c.breaker_base_ms, max_ms=c.breaker_max_ms, trip_after=c.breaker_trip_after,
+                               probe_lease_ms=c.connect_timeout_ms + c.timeout_ms + 5_000)
+        return Breaker(self.paths.breaker_file, url, policy, warnings=self.warnings)
+
+    @property
+    def gateway(self) -> GatewayClient | None:
+        """The gateway client, or None when no ``url`` is configured."""
+        with self._lock:
+            if self._gateway is None and self.config.url:
+                self._gateway = GatewayClient(
+                    self.config.url, config_mod.credential("gateway", self.env),
+                    breaker=self.breaker_for(self.config.url),
+                    connect_timeout=self.config.connect_timeout_ms / 1000, timeout=self.config.timeout_ms / 1000)
+            return self._gateway
+
+    def reload_gateway(self, env: Mapping[str, str] | None = None) -> None:
+        """Forget the gateway client (after ``/qmem:config`` changed the URL or the key)."""
+        with self._lock:
+            if env is not None:
+                self.env = env
+            self.config = config_mod.load_config(self.env)
+            if self._gateway is not None:
+                self._gateway.close()
+                self._gateway = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._gateway is not None:
+                self._gateway.close()
+                self._gateway = None
+            if self._index is not None:
+                self._index.close()
+                self._index = None

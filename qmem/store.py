@@ -1,0 +1,417 @@
+"""The gateway-lane tools: ``qmem_store``, ``qmem_search``, ``qmem_correct``, ``qmem_meta``, ``qmem_get``.
+
+Each tool is a plain function ``(runtime, arguments) -> ToolResult`` that any host
+adapter calls; a :class:`ToolError` is a failure the host shows as a tool error.
+
+Promises:
+
+* **Validation before any I/O**: required ``project_id``, known ``kind``, bounded non-empty
+  text, ``expires_at`` in the future, well-formed ids, bounded ``top_k``; and the **secret
+  guard** — text carrying a high-confidence credential is refused, naming the family and
+  never echoing the secret.
+* **A write is never lost and never reported as shared when it is not.**  A store goes to
+  the gateway with a fresh local id as Idempotency-Key.  If the gateway cannot be reached
+  (breaker open, connect failure) or the request may have been sent but the answer was
+  lost, the record is queued in the outbox under that same key and the answer says
+  plainly "queued locally, not yet shared".  With ``offlineQueue: false`` it is a failure.
+* **Reads degrade, labelled.**  search / get / meta answers are written through to the
+  local index; when the gateway is unreachable, throttled or failing (and
+  ``localFallback``), the local index answers with ``fallback: "local_sqlite"`` and no
+  semantic scores.
+* Structured results (``details``) are ``{"qmem": 1, "record": …}`` or
+  ``{"qmem": 1, "results": …}``: what session import reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InputError, LocalIndexError, QmemError
+from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnavailable
+from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
+from .records import KINDS, NewRecord, check_record_id, is_local_id, new_local_id, validate_new_record
+from .runtime import Runtime
+from .secretscan import describe, scan
+
+__all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
+           "score_label", "TOOLS"]
+
+MAX_QUERY_CHARS = 2_000
+MAX_TOP_K = 50
+EXCERPT_CHARS = 1_200
+
+
+class ToolError(QmemError):
+    """The tool could not do what was asked; the message is for the model and the user."""
+
+    category = "tool"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_host(self) -> dict[str, Any]:
+        """The result shape pi and MCP hosts expect."""
+        return {"content": [{"type": "text", "text": self.text}], "details": self.details}
+
+
+def score_label(score: float | None) -> str:
+    """DESIGN §6: ≥ 0.60 strong, 0.45–0.60 weak, below 0.45 noise."""
+    if score is None:
+        return "lexical"
+    if score >= 0.60:
+        return "strong"
+    if score >= 0.45:
+        return "weak"
+    return "noise"
+
+
+# --- argument checks ---------------------------------------------------------------------
+
+def guard_secrets(record: NewRecord) -> None:
+    """Refuse a record whose text, reason or source carries a credential (ToolError)."""
+    for name in ("text", "supersede_reason", "source"):
+        value = getattr(record, name)
+        findings = scan(value) if isinstance(value, str) else []
+        if findings:
+            where = "" if name == "text" else f" (in {name})"
+            raise ToolError(f"not stored: {describe(findings)}{where}")
+
+
+def _bool_arg(args: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = args.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InputError(f"{key} must be true or false")
+    return value
+
+
+def _search_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("query is required: say what to look for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"query is too long (the limit is {MAX_QUERY_CHARS} characters)")
+    body: dict[str, Any] = {"query": query}
+    kind = args.get("kind")
+    if kind not in (None, ""):
+        if kind not in KINDS:
+            raise InputError(f"kind must be one of: {', '.join(KINDS)}")
+        body["kind"] = kind
+    for key in ("project_id", "scope"):
+        value = args.get(key)
+        if value not in (None, ""):
+            if not isinstance(value, str) or len(value) > 128 or not value.strip():
+                raise InputError(f"{key} must be a short name")
+            body[key] = value
+    top_k = args.get("top_k", 10)
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or not math.isfinite(top_k) or top_k < 1:
+        raise InputError(f"top_k must be a whole number from 1 to {MAX_TOP_K}")
+    body["top_k"] = min(int(top_k), MAX_TOP_K)
+    body["include_superseded"] = _bool_arg(args, "include_superseded", False)
+    min_score = args.get("min_score")
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
+            raise InputError("min_score must be a number from 0 to 1")
+        body["min_score"] = float(min_score)
+    return body
+
+
+def _record_id(args: Mapping[str, Any], key: str = "id") -> str:
+    value = args.get(key)
+    if value in (None, ""):
+        raise InputError(f"{key} is required")
+    return check_record_id(value, name=key)
+
+
+# --- local index helpers (never fatal) --------------------------------------------------
+
+def _learn(rt: Runtime, observations: list[Observation]) -> None:
+    """Write gateway answers through to the local index; a broken index only warns."""
+    if not observations:
+        return
+    try:
+        rt.index.learn(observations)
+    except LocalIndexError:
+        rt.warnings.warn("index")
+
+
+def _observation(record: Mapping[str, Any], *, coverage: str, tool: str) -> Observation | None:
+    """A gateway answer, as learned by this qmem directly (state ``synced``)."""
+    return observation_from_record(record, coverage=coverage, state="synced", tool=tool)
+
+
+def _public(record: Record) -> dict[str, Any]:
+    """A local record in the gateway's result shape (no semantic score)."""
+    out = {key: getattr(record, key) for key in (
+        "id", "text", "kind", "project_id", "scope", "agent_id", "created_at", "superseded_by", "private",
+        "deleted_at", "expires_at", "supersedes_id", "state", "coverage")}
+    out["score"] = None
+    if record.state == "pending":
+        out["queued"] = True
+    return out
+
+
+def _unreachable_note(exc: GatewayUnavailable | None) -> str:
+    if exc is None:
+        return "no Memory Gateway is configured"
+    if exc.breaker_open:
+        return f"the Memory Gateway is marked unreachable (retry in {max(exc.retry_in_ms, 0) // 1000} s)"
+    return exc.message
+
+
+def _gateway_json(exc: GatewayUnavailable | None) -> dict[str, Any]:
+    if exc is None:
+        return {"error": "gateway_not_configured"}
+    return exc.to_json()
+
+
+# --- rendering (pure) --------------------------------------------------------------------
+
+def _excerpt(text: Any) -> str:
+    if not isinstance(text, str):
+        return "(no text)"
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+def render_results(results: list[dict[str, Any]], *, lexical: bool) -> str:
+    lines = []
+    for number, item in enumerate(results, 1):
+        score = item.get("score")
+        if lexical:
+            head = f"{number}. {'⏳ ' if item.get('queued') else ''}{item.get('id')}"
+        else:
+            shown = f"{score:.2f}" if isinstance(score, (int, float)) else "?"
+            head = f"{number}. [{shown} {score_label(score if isinstance(score, (int, float)) else None)}] {item.get('id')}"
+        meta = [str(item.get(k)) for k in ("kind", "project_id", "agent_id") if item.get(k)]
+        created = item.get("created_at")
+        if isinstance(created, str):
+            meta.append(created[:10])
+        if item.get("superseded_by"):
+            meta.append(f"superseded by {item['superseded_by']}")
+        if item.get("private"):
+            meta.append("private")
+        if item.get("queued"):
+            meta.append("queued locally, not yet shared")
+        lines.append(f"{head} ({', '.join(meta)})" if meta else head)
+        lines.extend("   " + line for line in _excerpt(item.get("text")).splitlines() or [""])
+    return "\n".join(lines)
+
+
+# --- the tools ---------------------------------------------------------------------------
+
+def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], None] | None) -> ToolResult:
+    guard_secrets(record)
+    supersedes = record.supersedes_id
+    if supersedes and is_local_id(supersedes):
+        # The target was queued here; if it has synced since, use its gateway id.
+        try:
+            state, current = rt.outbox.gateway_id(supersedes)
+        except LocalIndexError:
+            raise ToolError("supersedes_id names a local record that is not in this machine's outbox") from None
+        if state == "synced":
+            record = NewRecord(**{**record.__dict__, "supersedes_id": current})
+    local_id = new_local_id()
+    gateway = rt.gateway
+    failure: GatewayUnavailable | None = None
+    if gateway is not None and not is_local_id(record.supersedes_id):
+        try:
+            saved = gateway.create(record.to_request(), idempotency_key=local_id)
+        except GatewayDuplicate as dup:
+            return ToolResult(
+                f"Not stored: the gateway already holds a similar record ({dup.matched_id}). "
+                f"Use qmem_get to read it, or qmem_correct to supersede it.",
+                {"qmem": 1, "duplicate": True, "duplicate_of": dup.matched_id, "shared": False})
+        except GatewayRefused as refused:
+            raise ToolError(f"not stored: {refused.message}") from None
+        except GatewayUnavailable as exc:
+            failure = exc
+        else:
+            stored = {**record.to_request(), **saved}
+            learned = [_observation(stored, coverage="full", tool=tool)]
+            if record.supersedes_id:
+                learned.append(Observation(id=record.supersedes_id, superseded_by=saved["id"], state="synced",
+                                           supersede_reason=record.supersede_reason, tool=tool))
+            _learn(rt, [obs for obs in learned if obs is not None])
+            if flush_soon is not None:
+                flush_soon()
+            verb = "Corrected" if record.supersedes_id else "Stored"
+            return ToolResult(f"{verb}: {saved['id']} (shared through the Memory Gateway).",
+                              {"qmem": 1, "record": stored, "shared": True})
+    if not rt.config.offline_queue:
+        raise ToolError(f"not stored: {_unreachable_note(failure)} and offlineQueue is off")
+    try:
+        if failure is not None and failure.sent:
+            # The gateway may have it already: queue under the key that was sent, so the
+            # next flush gets the same record back instead of a second one.
+            rt.outbox.requeue(local_id, record, tool=tool)
+            queued = rt.index.get(local_id)
+        else:
+            queued = rt.outbox.enqueue(record, tool=tool)
+    except LocalIndexError as exc:
+        raise ToolError(f"not stored: {_unreachable_note(failure)} and the local outbox failed ({exc.message})") \
+            from None
+    assert queued is not None
+    why = _unreachable_note(failure)
+    if record.supersedes_id and is_local_id(record.supersedes_id):
+        why = "the record it corrects is itself still queued"
+    return ToolResult(
+        f"Queued locally as {queued.id}, NOT yet shared: {why}. It is searchable on this machine now and will be "
+        f"sent to the Memory Gateway by the next flush.",
+        {"qmem": 1, "record": queued.to_json(), "queued": True, "shared": False, "gateway": _gateway_json(failure)})
+
+
+def qmem_store(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
+    """Save a memory record; see the module docstring for what "queued" means."""
+    return _store(rt, validate_new_record(args), "qmem_store", flush_soon)
+
+
+def qmem_correct(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
+    """Correct a record: a new record that supersedes ``supersedes_id`` (records are immutable)."""
+    if args.get("supersedes_id") in (None, ""):
+        raise InputError("supersedes_id is required: the id of the record being corrected")
+    return _store(rt, validate_new_record(args), "qmem_correct", flush_soon)
+
+
+def _local_search(rt: Runtime, body: Mapping[str, Any], failure: GatewayUnavailable | None) -> ToolResult:
+    if not rt.config.local_fallback:
+        raise ToolError(f"search failed: {_unreachable_note(failure)} and localFallback is off")
+    try:
+        found: FindResult = rt.index.find(
+            body["query"], project=body.get("project_id"), kind=body.get("kind"), limit=body["top_k"],
+            superseded=body["include_superseded"])
+    except InputError:
+        raise ToolError("search failed: the gateway is unreachable and the query has no words the local index "
+                        "can look for") from None
+    except LocalIndexError as exc:
+        raise ToolError(f"search failed: {_unreachable_note(failure)} and the local index failed "
+                        f"({exc.message})") from None
+    scope = body.get("scope")
+    results = [_public(r) for r in found.records if scope is None or r.scope in (scope, None)]
+    header = (f"{_unreachable_note(failure).capitalize()}: {len(results)} lexical result(s) from the LOCAL index "
+              f"(fallback: local_sqlite; no semantic scores — do not apply the 0.45/0.60 thresholds; "
+              f"it may be older than the gateway)")
+    if found.partial:
+        header += "; PARTIAL match: no record has all the words"
+    text = header + (":\n" + render_results(results, lexical=True) if results else ".")
+    return ToolResult(text, {"qmem": 1, "results": results, "fallback": "local_sqlite", "match": found.match,
+                             "partial": found.partial, "gateway": _gateway_json(failure)})
+
+
+def qmem_search(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
+    """Semantic search on the gateway; lexical, labelled, from the local index when it is away."""
+    body = _search_args(args)
+    gateway = rt.gateway
+    if gateway is None:
+        return _local_search(rt, body, None)
+    try:
+        answer = gateway.search(body)
+    except GatewayRefused as refused:
+        raise ToolError(f"search failed: {refused.message}") from None
+    except GatewayUnavailable as exc:
+        return _local_search(rt, body, exc)
+    results = [item for item in answer["results"] if isinstance(item, dict)]
+    _learn(rt, [obs for obs in (_observation(r, coverage="partial", tool="qmem_search") for r in results) if obs])
+    if not results:
+        return ToolResult("No matching records in the shared memory.", {"qmem": 1, "results": []})
+    text = (f"{len(results)} result(s) from the Memory Gateway (semantic scores: ≥ 0.60 strong, 0.45–0.60 weak, "
+            f"< 0.45 noise):\n" + render_results(results, lexical=False))
+    return ToolResult(text, {"qmem": 1, "results": results})
+
+
+def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
+    """One record by id, with its supersede state; local when the gateway is away."""
+    record_id = _record_id(args)
+    failure: GatewayUnavailable | None = None
+    gateway = rt.gateway
+    if gateway is not None and not is_local_id(record_id):
+        try:
+            record = gateway.get(record_id)
+        except GatewayRefused as refused:
+            raise ToolError(f"get failed: {refused.message}") from None
+        except GatewayUnavailable as exc:
+            failure = exc
+        else:
+            _learn(rt, [obs for obs in [_observation(record, coverage="full", tool="qmem_get")] if obs])
+            return ToolResult(render_results([record], lexical=False).split("\n", 1)[-1].strip() or record_id,
+                              {"qmem": 1, "record": record})
+    if not rt.config.local_fallback and not is_local_id(record_id):
+        raise ToolError(f"get failed: {_unreachable_note(failure)} and localFallback is off")
+    try:
+        local = rt.index.get(record_id)
+    except LocalIndexError as exc:
+        raise ToolError(f"get failed: the local index failed ({exc.message})") from None
+    if local is None:
+        raise ToolError(f"no record {record_id} in the local index ({_unreachable_note(failure)})")
+    note = "queued locally, not yet shared" if local.pending else "from the LOCAL index (fallback: local_sqlite)"
+    return ToolResult(f"{note}:\n" + render_results([_public(local)], lexical=True),
+                      {"qmem": 1, "record": _public(local), "fallback": "local_sqlite",
+                       "gateway": _gateway_json(failure)})
+
+
+def qmem_meta(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
+    """Discovery: counts by scope × kind, projects, agents, superseded — to choose filters."""
+    failure: GatewayUnavailable | None = None
+    gateway = rt.gateway
+    if gateway is not None:
+        try:
+            meta = gateway.meta()
+        except GatewayRefused as refused:
+            raise ToolError(f"meta failed: {refused.message}") from None
+        except GatewayUnavailable as exc:
+            failure = exc
+        else:
+            try:
+                rt.index.set_meta("gateway_meta", json.dumps({"saved_at": utc_now(), "meta": meta}))
+            except LocalIndexError:
+                rt.warnings.warn("index")
+            return ToolResult(_render_meta(meta, "Memory Gateway"), {"qmem": 1, "meta": meta})
+    if not rt.config.local_fallback:
+        raise ToolError(f"meta failed: {_unreachable_note(failure)} and localFallback is off")
+    try:
+        meta = rt.index.meta()
+    except LocalIndexError as exc:
+        raise ToolError(f"meta failed: the local index failed ({exc.message})") from None
+    details = {"qmem": 1, "meta": meta, "fallback": "local_sqlite", "gateway": _gateway_json(failure)}
+    try:
+        snapshot = rt.index.get_meta("gateway_meta")
+    except LocalIndexError:
+        snapshot = None
+    if snapshot:
+        details["last_gateway_meta"] = json.loads(snapshot)  # the gateway's own overview, as last seen
+    return ToolResult(f"{_unreachable_note(failure).capitalize()}; " + _render_meta(meta, "LOCAL index"), details)
+
+
+def _render_meta(meta: Mapping[str, Any], source: str) -> str:
+    lines = [f"overview from the {source}:"]
+    counts = meta.get("counts")
+    if isinstance(counts, dict):
+        for scope, kinds in sorted(counts.items(), key=lambda kv: str(kv[0])):
+            if isinstance(kinds, dict):
+                parts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: str(kv[0])))
+                lines.append(f"  scope {scope}: {parts}")
+    for key in ("projects", "agents"):
+        values = meta.get(key)
+        if isinstance(values, list):
+            shown = ", ".join(str(v.get("name", v) if isinstance(v, dict) else v) for v in values[:50])
+            lines.append(f"  {key}: {shown or '(none)'}")
+    if "superseded" in meta:
+        lines.append(f"  superseded: {meta['superseded']}")
+    return "\n".join(lines)
+
+
+#: Tool name -> function, for adapters.
+TOOLS: dict[str, Callable[..., ToolResult]] = {
+    "qmem_store": qmem_store,
+    "qmem_search": qmem_search,
+    "qmem_correct": qmem_correct,
+    "qmem_meta": qmem_meta,
+    "qmem_get": qmem_get,
+}

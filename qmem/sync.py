@@ -1,0 +1,216 @@
+"""Keeping the local index and the gateway in step: ``flush``, ``enrich``, ``pull``.
+
+Promises:
+
+* **flush** sends each pending outbox record with ``Idempotency-Key`` = its local id, one
+  claimed batch at a time (two flushers never send the same record; a killed flusher's
+  claim is taken over, and the re-send returns the same record).  Outcomes: ``synced``
+  (the gateway id is adopted everywhere), ``duplicate`` (409: the matched id is kept),
+  ``failed`` (4xx validation: text and reason kept, never dropped); anything transient
+  leaves the record pending and stops the run.  A correction whose target was queued
+  here is sent with the target's gateway id once that is known, and waits until then.
+* **enrich** completes records whose text is partial or missing (``--all``: every record)
+  from ``GET /v1/memories/{id}``.
+* **pull** reads ``GET /v1/memories:export`` from the persisted cursor; each page and the
+  cursor after it are committed together, so an interrupted pull resumes without a gap.
+  Tombstones (``deleted_at``) are kept and hidden from find unless ``--deleted``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import QmemError
+from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
+    GatewayUnavailable
+from .localindex import Observation, Record
+from .records import is_local_id
+from .runtime import Runtime
+from .store import _observation
+
+__all__ = ["flush", "enrich", "pull", "FlushReport", "EnrichReport", "PullReport", "require_gateway"]
+
+EXPORT_CURSOR_KEY = "export_cursor"
+
+
+def require_gateway(rt: Runtime) -> GatewayClient:
+    gateway = rt.gateway
+    if gateway is None:
+        raise QmemError('no Memory Gateway is configured (set "url" in the config file and export '
+                        'QMEM_GATEWAY_API_KEY)', category="configuration")
+    return gateway
+
+
+@dataclass
+class FlushReport:
+    sent: int = 0
+    synced: int = 0
+    duplicate: int = 0
+    failed: int = 0
+    left_pending: int = 0
+    stopped: str | None = None  # why the run ended early (the gateway became unreachable …)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _request(record: Record) -> dict[str, Any]:
+    body = {"text": record.text, "kind": record.kind, "project_id": record.project_id, "scope": record.scope,
+            "agent_id": record.agent_id, "source": record.source, "expires_at": record.expires_at,
+            "supersedes_id": record.supersedes_id, "supersede_reason": record.supersede_reason}
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def flush(rt: Runtime, *, batch_size: int = 25) -> FlushReport:
+    """Send the outbox to the gateway until it is empty or the gateway stops answering."""
+    gateway = require_gateway(rt)
+    outbox = rt.outbox
+    report = FlushReport()
+    lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
+    while report.stopped is None:
+        batch = outbox.claim_batch(batch_size, lease_seconds=lease)
+        if not batch:
+            break
+        progress = False
+        for position, record in enumerate(batch):
+            assert record.local_id is not None
+            body = _request(record)
+            target = record.supersedes_id
+            if target and is_local_id(target):
+                state, current = outbox.gateway_id(target)
+                if state == "synced":
+                    body["supersedes_id"] = current
+                elif state == "pending":
+                    outbox.release(record.local_id, "waits for the record it corrects to be sent")
+                    report.left_pending += 1
+                    continue
+                else:
+                    outbox.mark_failed(record.local_id, f"the record it corrects was not accepted ({state})")
+                    report.failed += 1
+                    progress = True
+                    continue
+            report.sent += 1
+            try:
+                saved = gateway.create(body, idempotency_key=record.local_id)
+            except GatewayDuplicate as dup:
+                outbox.mark_duplicate(record.local_id, dup.matched_id)
+                report.duplicate += 1
+            except GatewayUnauthorized as exc:
+                _release_rest(outbox, batch[position:], exc.message, report)
+                report.stopped = exc.message
+                break
+            except GatewayRefused as exc:
+                outbox.mark_failed(record.local_id, exc.reason)
+                report.failed += 1
+            except GatewayUnavailable as exc:
+                _release_rest(outbox, batch[position:], exc.message, report)
+                report.stopped = exc.message
+                break
+            else:
+                outbox.mark_synced(record.local_id, saved)
+                report.synced += 1
+            progress = True
+        if not progress and report.stopped is None:
+            break  # only records that wait for others: nothing more to do in this run
+    return report
+
+
+def _release_rest(outbox: Any, records: list[Record], reason: str, report: FlushReport) -> None:
+    for record in records:
+        assert record.local_id is not None
+        outbox.release(record.local_id, reason)
+        report.left_pending += 1
+
+
+@dataclass
+class EnrichReport:
+    checked: int = 0
+    updated: int = 0
+    missing: int = 0  # the gateway has no such record (any more); the local copy is kept
+    stopped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def enrich(rt: Runtime, *, everything: bool = False) -> EnrichReport:
+    """Fill partial records (or, with ``everything``, refresh all) from the gateway."""
+    gateway = require_gateway(rt)
+    where = "local_id IS NULL OR state = 'synced'" if everything else \
+        "(coverage = 'partial' OR text = '') AND (local_id IS NULL OR state = 'synced')"
+    with rt.index.reading() as conn:
+        ids = [row[0] for row in conn.execute(f"SELECT id FROM records WHERE {where} ORDER BY rowid")]
+    report = EnrichReport()
+    for record_id in ids:
+        if is_local_id(record_id):
+            continue
+        report.checked += 1
+        try:
+            record = gateway.get(record_id)
+        except GatewayNotFound:
+            report.missing += 1
+            continue
+        except (GatewayUnavailable, GatewayUnauthorized) as exc:
+            report.stopped = exc.message
+            break
+        except GatewayRefused:
+            report.missing += 1
+            continue
+        obs = _observation(record, coverage="full", tool="enrich")
+        if obs is not None and rt.index.learn([obs])["updated"]:
+            report.updated += 1
+    return report
+
+
+@dataclass
+class PullReport:
+    pages: int = 0
+    items: int = 0
+    added: int = 0
+    updated: int = 0
+    tombstones: int = 0
+    stopped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _export_observation(item: Any) -> Observation | None:
+    if not isinstance(item, dict):
+        return None
+    if item.get("text") is None and isinstance(item.get("deleted_at"), str):
+        record_id = item.get("id")
+        if isinstance(record_id, str) and record_id and not is_local_id(record_id):
+            return Observation(id=record_id, deleted_at=item["deleted_at"], state="synced", tool="pull")
+        return None
+    return _observation(item, coverage="full", tool="pull")
+
+
+def pull(rt: Runtime, *, page_size: int = 200, max_pages: int | None = None) -> PullReport:
+    """Incremental pull from the export, resuming at the persisted cursor."""
+    gateway = require_gateway(rt)
+    index = rt.index
+    report = PullReport()
+    cursor = index.get_meta(EXPORT_CURSOR_KEY)
+    while max_pages is None or report.pages < max_pages:
+        try:
+            page = gateway.export(cursor, page_size)
+        except (GatewayUnavailable, GatewayRefused) as exc:
+            report.stopped = exc.message
+            break
+        items = page["items"]
+        next_cursor = page.get("next_cursor")
+        observations = [obs for obs in (_export_observation(item) for item in items) if obs is not None]
+        report.pages += 1
+        report.items += len(items)
+        report.tombstones += sum(1 for obs in observations if obs.deleted_at and obs.text is None)
+        new_cursor = next_cursor if isinstance(next_cursor, str) and next_cursor else None
+        counts = index.learn(observations, meta={EXPORT_CURSOR_KEY: new_cursor} if new_cursor else None)
+        report.added += counts["added"]
+        report.updated += counts["updated"]
+        if new_cursor is None or new_cursor == cursor or not items or page.get("has_more") is False:
+            break
+        cursor = new_cursor
+    return report
+

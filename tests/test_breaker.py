@@ -1,0 +1,126 @@
+import json
+import subprocess
+import sys
+import textwrap
+
+from qmem.breaker import Breaker, BreakerPolicy, endpoint_key
+from qmem.diagnostics import Warnings
+
+from .support import REPO, TempHomeTestCase
+
+URL = "https://gateway.example:8443/base"
+
+
+class Clock:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class BreakerTests(TempHomeTestCase):
+    def setUp(self):
+        super().setUp()
+        self.path = self.home / "state" / "breaker.json"
+        self.clock = Clock()
+        self.said = []
+        self.warnings = Warnings(self.said.append)
+
+    def breaker(self, url=URL, **policy):
+        policy = {"base_ms": 1000, "max_ms": 5000, "trip_after": 3, "probe_lease_ms": 500, **policy}
+        return Breaker(self.path, url, BreakerPolicy(**policy), warnings=self.warnings, clock=self.clock)
+
+    def test_closed_by_default_and_success_writes_nothing(self):
+        b = self.breaker()
+        self.assertTrue(b.check().allowed)
+        b.success()
+        self.assertFalse(self.path.exists())
+
+    def test_definitive_failure_opens_at_once_and_doubles_to_the_cap(self):
+        b = self.breaker()
+        windows = []
+        for _ in range(5):
+            windows.append(b.definitive_failure())
+            decision = b.check()
+            self.assertFalse(decision.allowed)
+            self.assertEqual(decision.retry_in_ms, windows[-1])
+        self.assertEqual(windows, [1000, 2000, 4000, 5000, 5000])
+
+    def test_ambiguous_failures_trip_after_n_in_a_row(self):
+        b = self.breaker()
+        self.assertEqual([b.ambiguous_failure() for _ in range(2)], [0, 0])
+        self.assertTrue(b.check().allowed)
+        b.success()  # a success in between resets the count
+        self.assertEqual([b.ambiguous_failure() for _ in range(3)], [0, 0, 1000])
+        self.assertFalse(b.check().allowed)
+
+    def test_one_probe_after_the_window_then_close_or_reopen(self):
+        b, other = self.breaker(), self.breaker()  # two processes' views of one file
+        b.definitive_failure()
+        self.clock.now += 1.0
+        first, second = b.check(), other.check()
+        self.assertEqual((first.allowed, first.probe), (True, True))
+        self.assertFalse(second.allowed)  # only one probe at a time
+        b.ambiguous_failure()  # the probe failed: re-open, doubled
+        self.assertEqual(other.check().retry_in_ms, 2000)
+        self.clock.now += 2.0
+        self.assertTrue(other.check().probe)
+        other.success()
+        self.assertEqual(b.snapshot()["state"], "closed")
+        self.assertEqual(b.definitive_failure(), 1000)  # the doubling starts over after a success
+
+    def test_probe_lease_expires_if_the_prober_dies(self):
+        b = self.breaker()
+        b.definitive_failure()
+        self.clock.now += 1.0
+        self.assertTrue(b.check().probe)
+        self.assertFalse(b.check().allowed)
+        self.clock.now += 0.6
+        self.assertTrue(b.check().probe)
+
+    def test_keyed_by_endpoint_without_urls_in_the_file(self):
+        self.breaker().definitive_failure()
+        self.assertTrue(self.breaker(URL + "/").check().allowed is False)  # same endpoint
+        self.assertTrue(self.breaker("https://other.example").check().allowed)  # a changed url starts closed
+        text = self.path.read_text()
+        self.assertNotIn("gateway.example", text)
+        self.assertIn(endpoint_key(URL), text)
+        self.assertEqual(self.path.stat().st_mode & 0o777, 0o600)
+
+    def test_corrupt_file_counts_as_closed_is_rewritten_and_warns_once(self):
+        self.path.parent.mkdir(parents=True)
+        for garbage in (b"{not json", b"[]", b'{"version": 99, "endpoints": {}}', b"\xff\xfe"):
+            self.path.write_bytes(garbage)
+            self.assertTrue(self.breaker().check().allowed)
+            self.assertEqual(json.loads(self.path.read_text()), {"version": 1, "endpoints": {}})
+        self.assertEqual(len(self.said), 1)
+        self.assertIn("reset", self.said[0])
+
+    def test_reset_and_snapshot(self):
+        b = self.breaker()
+        b.definitive_failure()
+        self.assertEqual(b.snapshot()["state"], "open")
+        b.reset()
+        self.assertEqual(b.snapshot()["state"], "closed")
+
+    def test_unwritable_state_fails_open(self):
+        self.path.parent.mkdir(parents=True)
+        self.path.mkdir()  # a directory where the file should be: nothing can be written
+        b = self.breaker()
+        b.definitive_failure()
+        self.assertTrue(b.check().allowed)
+        self.assertTrue(any("cannot be saved" in s for s in self.said))
+
+    def test_processes_never_clobber_each_other(self):
+        script = textwrap.dedent(f"""
+            from qmem.breaker import Breaker, BreakerPolicy
+            b = Breaker({str(self.path)!r}, {URL!r}, BreakerPolicy(trip_after=10**9))
+            for _ in range(150):
+                b.ambiguous_failure()
+        """)
+        procs = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO) for _ in range(4)]
+        for proc in procs:
+            self.assertEqual(proc.wait(timeout=60), 0)
+        entry = json.loads(self.path.read_text())["endpoints"][endpoint_key(URL)]
+        self.assertEqual(entry["failures"], 600)  # every increment survived: no lost update
