@@ -53,7 +53,7 @@ __all__ = [
     "utc_now",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Record states.  ``synced``: confirmed by the gateway to this qmem; ``observed``: seen in
 #: a session file or a search answer; ``pending``/``failed``/``duplicate``: outbox records.
@@ -138,6 +138,11 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # v2: a synced outbox record's local id is remapped in superseded_by too; without this
+    # index every sync scanned the whole table.
+    """
+    CREATE INDEX records_superseded_by ON records (superseded_by) WHERE superseded_by IS NOT NULL;
+    """,
 )
 
 
@@ -193,6 +198,8 @@ class Record:
 
 
 _RECORD_COLUMNS = tuple(f.name for f in fields(Record))
+#: The SELECT list that :func:`row_to_record` reads.
+RECORD_COLUMNS_SQL = ", ".join(_RECORD_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -285,15 +292,17 @@ def merge_observation(existing: Record | None, obs: Observation, now: str) -> Re
     changes: dict[str, Any] = {}
     if obs.text:
         old_rank, new_rank = _COVERAGE_RANK[existing.coverage], _COVERAGE_RANK[obs.coverage]
+        longer_excerpt = obs.coverage == "partial" and len(obs.text) > len(existing.text)
         better = new_rank > old_rank or (
             new_rank == old_rank and obs.text != existing.text
-            and (authoritative or not existing.text or (obs.coverage == "partial" and len(obs.text) > len(existing.text)))
+            and (authoritative or not existing.text or longer_excerpt)
         )
         if better and existing.state not in ("pending", "failed", "duplicate"):
             changes.update(text=obs.text, coverage=obs.coverage, content_hash=content_hash(obs.text))
     for name in _MERGED_FIELDS:
         value = getattr(obs, name)
-        if value is not None and value != getattr(existing, name) and (authoritative or getattr(existing, name) is None):
+        current = getattr(existing, name)
+        if value is not None and value != current and (authoritative or current is None):
             changes[name] = value
     for name in _STICKY_FIELDS:
         value = getattr(obs, name)
@@ -589,7 +598,7 @@ class LocalIndex:
         with self.reading() as conn:
             row = conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE id = ? OR local_id = ?",
                                (record_id, record_id)).fetchone()
-        return _row_to_record(row) if row else None
+        return row_to_record(row) if row else None
 
     def learn(self, observations: Iterable[Observation], *, meta: Mapping[str, str] | None = None) -> dict[str, int]:
         """Merge observations in one transaction; returns counts added / updated / unchanged.
@@ -661,7 +670,7 @@ class LocalIndex:
                 rows = conn.execute(sql, params).fetchall()
                 if rows:
                     break
-        return FindResult(records=tuple(_row_to_record(row) for row in rows), terms=parsed.terms,
+        return FindResult(records=tuple(row_to_record(row) for row in rows), terms=parsed.terms,
                           match=match, dropped_terms=parsed.dropped)
 
     def meta(self) -> dict[str, Any]:
@@ -739,15 +748,17 @@ class _Tx:
     def get(self, record_id: str) -> Record | None:
         row = self.conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE id = ?",
                                 (record_id,)).fetchone()
-        return _row_to_record(row) if row else None
+        return row_to_record(row) if row else None
 
     def insert(self, record: Record) -> None:
         values = _record_values(record)
         self.conn.execute(f"INSERT INTO records ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                           tuple(values.values()))
 
-    def update(self, record: Record, *, where_id: str | None = None) -> None:
+    def update(self, record: Record, *, where_id: str | None = None, release_claim: bool = False) -> None:
         values = _record_values(record)
+        if release_claim:
+            values.update(claim_token=None, claim_until=None)
         assignments = ", ".join(f"{name} = ?" for name in values)
         self.conn.execute(f"UPDATE records SET {assignments} WHERE id = ?",
                           (*values.values(), where_id or record.id))
@@ -770,7 +781,7 @@ def _record_values(record: Record) -> dict[str, Any]:
     return values
 
 
-def _row_to_record(row: sqlite3.Row) -> Record:
+def row_to_record(row: sqlite3.Row) -> Record:
     values = dict(zip(_RECORD_COLUMNS, row, strict=True))
     values["private"] = bool(values["private"])
     return Record(**values)

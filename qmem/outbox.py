@@ -19,18 +19,48 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import LocalIndexError
-from .localindex import LocalIndex, Record, _Tx, content_hash, this_machine, utc_now
+from .localindex import (
+    RECORD_COLUMNS_SQL, LocalIndex, Record, _Tx, content_hash, row_to_record, this_machine, utc_now,
+)
 from .records import NewRecord, is_local_id, new_local_id
 
-__all__ = ["Outbox", "QueueReport"]
+__all__ = ["Outbox", "Outcome", "QueueReport"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the gateway said about one outbox record."""
+
+    local_id: str
+    state: str  # "synced" | "duplicate" | "failed" | "pending" (transient: stays queued)
+    gateway_record: Mapping[str, Any] | None = None
+    matched_id: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def synced(cls, local_id: str, gateway_record: Mapping[str, Any]) -> "Outcome":
+        return cls(local_id, "synced", gateway_record=gateway_record)
+
+    @classmethod
+    def duplicate(cls, local_id: str, matched_id: str) -> "Outcome":
+        return cls(local_id, "duplicate", matched_id=matched_id,
+                   reason=f"the gateway already holds a similar record ({matched_id})")
+
+    @classmethod
+    def failed(cls, local_id: str, reason: str) -> "Outcome":
+        return cls(local_id, "failed", reason=reason)
+
+    @classmethod
+    def transient(cls, local_id: str, reason: str) -> "Outcome":
+        return cls(local_id, "pending", reason=reason)
 
 
 @dataclass(frozen=True)
@@ -94,20 +124,21 @@ class Outbox:
         token = f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         now = time.time()
         with self.index.transaction() as tx:
-            candidates = tx.conn.execute(
-                "SELECT rowid, claim_token, claim_until FROM records "
-                "WHERE local_id IS NOT NULL AND state = 'pending' ORDER BY rowid").fetchall()
-            chosen = [row[0] for row in candidates
-                      if row[1] is None or row[2] < now or self._holder_is_gone(row[1])][:limit]
+            chosen = [row[0] for row in tx.conn.execute(
+                "SELECT rowid FROM records WHERE local_id IS NOT NULL AND state = 'pending' "
+                "AND (claim_token IS NULL OR claim_until < ?) ORDER BY rowid LIMIT ?", (now, limit))]
+            if len(chosen) < limit:
+                # Claims still under lease whose process on this machine has died.
+                held = tx.conn.execute(
+                    "SELECT rowid, claim_token FROM records WHERE local_id IS NOT NULL AND state = 'pending' "
+                    "AND claim_until >= ? ORDER BY rowid", (now,)).fetchall()
+                chosen += [rowid for rowid, holder in held if self._holder_is_gone(holder)][:limit - len(chosen)]
+                chosen.sort()
             tx.conn.executemany("UPDATE records SET claim_token = ?, claim_until = ? WHERE rowid = ?",
                                 [(token, now + lease_seconds, rowid) for rowid in chosen])
-        if not chosen:
-            return []
-        with self.index.reading() as conn:
-            rows = conn.execute(
-                "SELECT id FROM records WHERE claim_token = ? ORDER BY rowid", (token,)).fetchall()
-        records = [self.index.get(row[0]) for row in rows]
-        return [record for record in records if record is not None]
+            rows = tx.conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE claim_token = ? ORDER BY rowid",
+                                   (token,)).fetchall() if chosen else []
+        return [row_to_record(row) for row in rows]
 
     def _holder_is_gone(self, token: str) -> bool:
         # token = "<machine>:<pid>:<nonce>"; the machine name may itself contain ':'.
@@ -138,66 +169,53 @@ class Outbox:
             raise LocalIndexError("the record it refers to is not in the local outbox")
         return row[0], row[1]
 
+    def record_outcomes(self, outcomes: Iterable[Outcome]) -> None:
+        """Apply what the gateway said about several records, in one transaction.
+
+        A flusher records a whole claimed batch at once: if it dies before this commit,
+        the rows stay claimed, are taken over and re-sent under the same Idempotency-Key,
+        and the gateway answers with the records it already has.
+        """
+        with self.index.transaction() as tx:
+            for outcome in outcomes:
+                if outcome.state == "synced":
+                    assert outcome.gateway_record is not None
+                    _apply_synced(tx, outcome.local_id, outcome.gateway_record)
+                elif outcome.state == "pending":
+                    tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL, "
+                               "attempts = attempts + 1, reason = ? WHERE local_id = ? AND state = 'pending'",
+                               (_bounded_reason(outcome.reason or "not sent"), outcome.local_id))
+                else:
+                    _by_local_id(tx, outcome.local_id)
+                    tx.execute("UPDATE records SET state = ?, reason = ?, duplicate_of = ?, claim_token = NULL, "
+                               "claim_until = NULL, attempts = attempts + 1 WHERE local_id = ?",
+                               (outcome.state, _bounded_reason(outcome.reason or outcome.state),
+                                outcome.matched_id, outcome.local_id))
+
     def mark_synced(self, local_id: str, gateway_record: Mapping[str, Any]) -> Record:
         """The gateway accepted ``local_id`` as ``gateway_record``: adopt its id everywhere."""
-        gateway_id = str(gateway_record["id"])
-        with self.index.transaction() as tx:
-            mine = _by_local_id(tx, local_id)
-            text = gateway_record.get("text") if isinstance(gateway_record.get("text"), str) else mine.text
-            synced = replace(
-                mine, id=gateway_id, text=text or mine.text, state="synced", coverage="full",
-                content_hash=content_hash(text or mine.text), reason=None, learned_at=utc_now(),
-            )
-            for name in ("created_at", "kind", "project_id", "scope", "agent_id", "superseded_by"):
-                value = gateway_record.get(name)
-                if isinstance(value, str) and value:
-                    synced = replace(synced, **{name: value})
-            already = tx.get(gateway_id) if gateway_id != mine.id else None
-            if already is not None:
-                # The gateway record was learned meanwhile (pull, import): one row, not two.
-                tx.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
-                synced = replace(synced, superseded_by=already.superseded_by or synced.superseded_by,
-                                 deleted_at=already.deleted_at, private=already.private)
-            tx.update(synced, where_id=already.id if already is not None else mine.id)
-            tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL WHERE id = ?", (gateway_id,))
-            tx.execute("UPDATE records SET supersedes_id = ? WHERE supersedes_id = ?", (gateway_id, local_id))
-            tx.execute("UPDATE records SET superseded_by = ? WHERE superseded_by = ?", (gateway_id, local_id))
-            if synced.supersedes_id:
-                # The gateway marks the target superseded; mirror it so find hides it now.
-                tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
-                           "WHERE id = ? AND superseded_by IS NULL",
-                           (gateway_id, synced.supersede_reason, synced.supersedes_id))
-            result = tx.get(gateway_id)
+        self.record_outcomes([Outcome.synced(local_id, gateway_record)])
+        result = self.index.get(str(gateway_record["id"]))
         assert result is not None
         return result
 
     def mark_duplicate(self, local_id: str, matched_id: str) -> None:
         """The gateway refused ``local_id`` as a duplicate of ``matched_id`` (409)."""
-        self._finish(local_id, state="duplicate", duplicate_of=matched_id,
-                     reason=f"the gateway already holds a similar record ({matched_id})")
+        self.record_outcomes([Outcome.duplicate(local_id, matched_id)])
 
     def mark_failed(self, local_id: str, reason: str) -> None:
         """The gateway refused ``local_id`` for good (validation); the text stays here."""
-        self._finish(local_id, state="failed", reason=_bounded_reason(reason))
+        self.record_outcomes([Outcome.failed(local_id, reason)])
 
     def release(self, local_id: str, reason: str) -> None:
         """A transient failure: the record stays pending for the next flush."""
-        with self.index.transaction() as tx:
-            tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL, attempts = attempts + 1, "
-                       "reason = ? WHERE local_id = ? AND state = 'pending'", (_bounded_reason(reason), local_id))
+        self.record_outcomes([Outcome.transient(local_id, reason)])
 
     def retry_failed(self) -> int:
         """Put every failed record back to pending (after the user fixed the cause)."""
         with self.index.transaction() as tx:
             return tx.execute("UPDATE records SET state = 'pending', reason = NULL WHERE local_id IS NOT NULL "
                               "AND state = 'failed'").rowcount
-
-    def _finish(self, local_id: str, *, state: str, reason: str, duplicate_of: str | None = None) -> None:
-        with self.index.transaction() as tx:
-            _by_local_id(tx, local_id)
-            tx.execute("UPDATE records SET state = ?, reason = ?, duplicate_of = ?, claim_token = NULL, "
-                       "claim_until = NULL, attempts = attempts + 1 WHERE local_id = ?",
-                       (state, reason, duplicate_of, local_id))
 
     def report(self, *, limit: int = 200) -> QueueReport:
         """Counts by state and the most recent rows (pending and failed first)."""
@@ -216,9 +234,36 @@ class Outbox:
                                 "AND state = 'pending'").fetchone()[0]
 
 
+def _apply_synced(tx: _Tx, local_id: str, gateway_record: Mapping[str, Any]) -> None:
+    gateway_id = str(gateway_record["id"])
+    mine = _by_local_id(tx, local_id)
+    text = gateway_record.get("text") if isinstance(gateway_record.get("text"), str) else mine.text
+    updates: dict[str, Any] = {"id": gateway_id, "text": text or mine.text, "state": "synced", "coverage": "full",
+                               "content_hash": content_hash(text or mine.text), "reason": None,
+                               "learned_at": utc_now()}
+    for name in ("created_at", "kind", "project_id", "scope", "agent_id", "superseded_by"):
+        value = gateway_record.get(name)
+        if isinstance(value, str) and value:
+            updates[name] = value
+    already = tx.get(gateway_id) if gateway_id != mine.id else None
+    if already is not None:
+        # The gateway record was learned meanwhile (pull, import): one row, not two.
+        tx.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
+        updates.update(superseded_by=already.superseded_by or updates.get("superseded_by"),
+                       deleted_at=already.deleted_at, private=already.private)
+    synced = replace(mine, **updates)
+    tx.update(synced, where_id=already.id if already is not None else mine.id, release_claim=True)
+    tx.execute("UPDATE records SET supersedes_id = ? WHERE supersedes_id = ?", (gateway_id, local_id))
+    tx.execute("UPDATE records SET superseded_by = ? WHERE superseded_by = ?", (gateway_id, local_id))
+    if synced.supersedes_id:
+        # The gateway marks the target superseded; mirror it so find hides it now.
+        tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
+                   "WHERE id = ? AND superseded_by IS NULL",
+                   (gateway_id, synced.supersede_reason, synced.supersedes_id))
+
+
 def _by_local_id(tx: _Tx, local_id: str) -> Record:
-    row = tx.conn.execute("SELECT id FROM records WHERE local_id = ?", (local_id,)).fetchone()
-    record = tx.get(row[0]) if row else None
-    if record is None:
+    row = tx.conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id = ?", (local_id,)).fetchone()
+    if row is None:
         raise LocalIndexError("that record is not in the local outbox")
-    return record
+    return row_to_record(row)

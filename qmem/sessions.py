@@ -1,8 +1,9 @@
 """Learning records from pi and Prime session files (``import``).
 
 Where: pi keeps sessions in ``$PI_CODING_AGENT_DIR`` (default ``~/.pi/agent``) under
-``sessions/--<cwd>--/*.jsonl`` (or in ``$PI_CODING_AGENT_SESSION_DIR``); Prime in ``$PRIME_AGENT_CODING_AGENT_DIR`` (default
-``~/.prime/agent``) under ``sessions/*.jsonl`` and ``session-artifacts/*/sub-*/*.jsonl``.
+``sessions/--<cwd>--/*.jsonl`` (or in ``$PI_CODING_AGENT_SESSION_DIR``); Prime in
+``$PRIME_AGENT_CODING_AGENT_DIR`` (default ``~/.prime/agent``) under ``sessions/*.jsonl`` and
+``session-artifacts/*/sub-*/*.jsonl``.
 
 What: each assistant ``toolCall`` block of a qmem tool is paired with the
 ``toolResult`` message of the same ``toolCallId`` (also across runs, for a call whose

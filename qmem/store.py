@@ -188,8 +188,9 @@ def render_results(results: list[dict[str, Any]], *, lexical: bool) -> str:
         if lexical:
             head = f"{number}. {'⏳ ' if item.get('queued') else ''}{item.get('id')}"
         else:
-            shown = f"{score:.2f}" if isinstance(score, (int, float)) else "?"
-            head = f"{number}. [{shown} {score_label(score if isinstance(score, (int, float)) else None)}] {item.get('id')}"
+            numeric = score if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+            shown = f"{numeric:.2f}" if numeric is not None else "?"
+            head = f"{number}. [{shown} {score_label(numeric)}] {item.get('id')}"
         meta = [str(item.get(k)) for k in ("kind", "project_id", "agent_id") if item.get(k)]
         created = item.get("created_at")
         if isinstance(created, str):

@@ -25,6 +25,7 @@ from .errors import QmemError
 from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
     GatewayUnavailable
 from .localindex import Observation, Record
+from .outbox import Outbox, Outcome
 from .records import is_local_id
 from .runtime import Runtime
 from .store import _observation
@@ -68,59 +69,61 @@ def flush(rt: Runtime, *, batch_size: int = 25) -> FlushReport:
     outbox = rt.outbox
     report = FlushReport()
     lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
+    synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     while report.stopped is None:
         batch = outbox.claim_batch(batch_size, lease_seconds=lease)
         if not batch:
             break
-        progress = False
-        for position, record in enumerate(batch):
-            assert record.local_id is not None
-            body = _request(record)
-            target = record.supersedes_id
-            if target and is_local_id(target):
-                state, current = outbox.gateway_id(target)
-                if state == "synced":
-                    body["supersedes_id"] = current
-                elif state == "pending":
-                    outbox.release(record.local_id, "waits for the record it corrects to be sent")
-                    report.left_pending += 1
-                    continue
-                else:
-                    outbox.mark_failed(record.local_id, f"the record it corrects was not accepted ({state})")
-                    report.failed += 1
-                    progress = True
-                    continue
-            report.sent += 1
-            try:
-                saved = gateway.create(body, idempotency_key=record.local_id)
-            except GatewayDuplicate as dup:
-                outbox.mark_duplicate(record.local_id, dup.matched_id)
-                report.duplicate += 1
-            except GatewayUnauthorized as exc:
-                _release_rest(outbox, batch[position:], exc.message, report)
-                report.stopped = exc.message
-                break
-            except GatewayRefused as exc:
-                outbox.mark_failed(record.local_id, exc.reason)
-                report.failed += 1
-            except GatewayUnavailable as exc:
-                _release_rest(outbox, batch[position:], exc.message, report)
-                report.stopped = exc.message
-                break
-            else:
-                outbox.mark_synced(record.local_id, saved)
-                report.synced += 1
-            progress = True
-        if not progress and report.stopped is None:
-            break  # only records that wait for others: nothing more to do in this run
+        outcomes: list[Outcome] = []
+        try:
+            for position, record in enumerate(batch):
+                outcomes.append(_send(gateway, outbox, record, synced_now, report))
+                if report.stopped is not None:
+                    outcomes += [Outcome.transient(r.local_id or "", report.stopped) for r in batch[position + 1:]]
+                    break
+        finally:
+            # One transaction per batch; if this process dies first, the batch is re-sent
+            # under the same keys and the gateway answers with what it already has.
+            outbox.record_outcomes(outcomes)
+        for outcome in outcomes:
+            counter = _COUNTERS[outcome.state]
+            setattr(report, counter, getattr(report, counter) + 1)
+        if all(outcome.state == "pending" for outcome in outcomes):
+            break  # only records that wait for others, or the gateway went away
     return report
 
 
-def _release_rest(outbox: Any, records: list[Record], reason: str, report: FlushReport) -> None:
-    for record in records:
-        assert record.local_id is not None
-        outbox.release(record.local_id, reason)
-        report.left_pending += 1
+_COUNTERS = {"synced": "synced", "duplicate": "duplicate", "failed": "failed", "pending": "left_pending"}
+
+
+def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: dict[str, str],
+          report: FlushReport) -> Outcome:
+    local_id = record.local_id
+    assert local_id is not None
+    body = _request(record)
+    target = record.supersedes_id
+    if target and is_local_id(target):
+        state, current = ("synced", synced_now[target]) if target in synced_now else outbox.gateway_id(target)
+        if state == "pending":
+            return Outcome.transient(local_id, "waits for the record it corrects to be sent")
+        if state != "synced":
+            return Outcome.failed(local_id, f"the record it corrects was not accepted ({state})")
+        body["supersedes_id"] = current
+    report.sent += 1
+    try:
+        saved = gateway.create(body, idempotency_key=local_id)
+    except GatewayDuplicate as dup:
+        return Outcome.duplicate(local_id, dup.matched_id)
+    except GatewayUnauthorized as exc:
+        report.stopped = exc.message
+        return Outcome.transient(local_id, exc.message)
+    except GatewayRefused as exc:
+        return Outcome.failed(local_id, exc.reason)
+    except GatewayUnavailable as exc:
+        report.stopped = exc.message
+        return Outcome.transient(local_id, exc.message)
+    synced_now[local_id] = saved["id"]
+    return Outcome.synced(local_id, saved)
 
 
 @dataclass

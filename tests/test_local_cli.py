@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+from qmem.localindex import SCHEMA_VERSION
+
 from .sessionfiles import SessionFile
 from .support import REPO, TempHomeTestCase
 
@@ -109,7 +111,8 @@ class CliTests(TempHomeTestCase):
         self.assertEqual(json.loads(result.stdout)["records_added"], 1)
         self.assertIn("imported memory", self.cli("find", "imported").stdout)
         status = json.loads(self.cli("status", "--json").stdout)
-        self.assertEqual((status["records"], status["session_files"], status["schema_version"]), (1, 1, 1))
+        self.assertEqual((status["records"], status["session_files"], status["schema_version"]),
+                         (1, 1, SCHEMA_VERSION))
         self.assertNotIn(str(self.home), self.cli("status").stdout + self.cli("import").stdout)
 
     def test_corrupt_index_is_reported_and_left_untouched(self):

@@ -43,6 +43,25 @@ class SchemaTests(IndexTestCase):
         self.assertIn("prefix", sql)
         self.assertEqual(self.path.stat().st_mode & 0o777, 0o600)
 
+    def test_migrates_a_v1_file_keeping_its_records(self):
+        from qmem.localindex import _MIGRATIONS
+
+        path = self.home / "v1.sqlite"
+        conn = sqlite3.connect(path)
+        conn.executescript(_MIGRATIONS[0])
+        conn.execute("INSERT INTO records (id, text, state, coverage, content_hash, learned_at) "
+                     "VALUES ('old', 'made by schema one', 'synced', 'full', 'h', 'now')")
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+        conn.close()
+        with LocalIndex(path) as index:
+            self.assertEqual(index.find("schema one").records[0].id, "old")
+        conn = sqlite3.connect(path)
+        self.addCleanup(conn.close)
+        self.assertEqual(conn.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+        self.assertIsNotNone(conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'records_superseded_by'").fetchone())
+
     def test_reopen_is_idempotent(self):
         sample(self.index, "a1", "kept across reopen")
         self.index.close()
