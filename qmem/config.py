@@ -146,7 +146,7 @@ _RECALL_KEYS: dict[str, _Key] = {
     "dimension": _Key("dimension", "int", minimum=1, maximum=65_536),
     "distance": _Key("distance", "choice", choices=DISTANCES),
     "limit": _Key("limit", "int", minimum=1, maximum=50),
-    "maxChars": _Key("max_chars", "int", minimum=500, maximum=200_000),
+    "maxChars": _Key("max_chars", "int", minimum=1_000, maximum=200_000),
     "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=600_000),
     "project": _Key("project", "str", nullable=True, pattern=_NAME),
 }

@@ -257,13 +257,14 @@ class HttpClient:
         conn.close()
 
     def request(self, method: str, path: str, *, json_body: Any = None, query: Mapping[str, Any] | None = None,
-                headers: Mapping[str, str] | None = None) -> Response:
+                headers: Mapping[str, str] | None = None, budget: float | None = None) -> Response:
         """Send one request and read the whole answer.
 
         Returns any answer with a status below 500 except 429 (callers interpret 4xx);
         raises :class:`TransportError` for everything else.  A reused keep-alive
         connection that the server closed meanwhile is retried once on a fresh one,
-        which is safe because that request never reached the server.
+        which is safe because that request never reached the server.  ``budget`` (seconds)
+        caps both deadlines for this request, for callers with a time budget of their own.
         """
         target = self._prefix + path
         if query:
@@ -277,7 +278,7 @@ class HttpClient:
         for attempt in (1, 2):
             conn, deadline, reused = self._take()
             try:
-                return self._exchange(conn, deadline, method, target, body, all_headers)
+                return self._exchange(conn, deadline, method, target, body, all_headers, budget)
             except _StaleConnection:
                 conn.close()
                 if attempt == 2 or not reused:
@@ -290,9 +291,11 @@ class HttpClient:
         raise AssertionError("unreachable")
 
     def _exchange(self, conn: _Connection, deadline: _Deadline, method: str, target: str, body: bytes | None,
-                  headers: Mapping[str, str]) -> Response:
+                  headers: Mapping[str, str], budget: float | None = None) -> Response:
         service = self.service
-        deadline.at = time.monotonic() + self.connect_timeout
+        started = time.monotonic()
+        connect_timeout = self.connect_timeout if budget is None else min(self.connect_timeout, budget)
+        deadline.at = started + connect_timeout
         sent = False
         try:
             if conn.sock is None:
@@ -304,9 +307,9 @@ class HttpClient:
             raise
         except (socket.timeout, TimeoutError):
             if sent:
-                raise TransportError(f"the {service} did not answer within {self.connect_timeout:g} s",
+                raise TransportError(f"the {service} did not answer within {connect_timeout:g} s",
                                      kind="header_timeout", sent=True) from None
-            raise TransportError(f"could not connect to the {service} within {self.connect_timeout:g} s",
+            raise TransportError(f"could not connect to the {service} within {connect_timeout:g} s",
                                  kind="connect", sent=False) from None
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
             # On a reused keep-alive connection this usually means the server had closed it
@@ -322,7 +325,10 @@ class HttpClient:
             raise TransportError(f"could not reach the {service} ({exc.__class__.__name__})",
                                  kind="connect" if not sent else "disconnect", sent=sent) from None
 
-        deadline.at = time.monotonic() + self.body_timeout
+        body_timeout = self.body_timeout
+        if budget is not None:
+            body_timeout = max(min(body_timeout, budget - (time.monotonic() - started)), 0.001)
+        deadline.at = time.monotonic() + body_timeout
         status = raw.status
         response_headers = {name.lower(): value for name, value in raw.getheaders()}
         try:
@@ -336,7 +342,7 @@ class HttpClient:
             raise
         except (socket.timeout, TimeoutError):
             conn.close()
-            raise TransportError(f"the {service}'s answer did not complete within {self.body_timeout:g} s",
+            raise TransportError(f"the {service}'s answer did not complete within {body_timeout:g} s",
                                  kind="body_timeout", sent=True, status=status) from None
         except (http.client.IncompleteRead, ConnectionError, OSError, http.client.HTTPException):
             conn.close()

@@ -1,0 +1,357 @@
+"""The recall lane: curated memories from Qdrant, as untrusted background, never persisted.
+
+Promises (seed 000 is the specification; DESIGN §5, §7, §8):
+
+* **Eligibility is exact** (:func:`is_eligible`): ``host`` = the current host, ``status`` =
+  ``"active"``, ``secret_scan`` = ``"passed"``, a non-empty string ``text``, well-formed
+  provenance (``source_type``, ``source_collection``, ``source_id``, ``import_run_id`` = 64
+  lowercase hex, ``transform_version``, ``created_at`` RFC 3339), bounded ``tags``.  The
+  filters (:func:`lane_filter`) are built here — the project lane requires ``project`` =
+  the current project, the host lane excludes it — and every returned payload is checked
+  again, so a server that ignores the filter cannot leak a record.  A model's arguments
+  change only the query text and a bounded limit.
+* **Gating** (:func:`auto_recall_gate`): the host must be identified by the adapter as
+  ``pi`` or ``prime``; a Prime session with ``rlmDepth > 0`` gets no automatic recall; a
+  missing depth counts as root only for Prime; anything invalid or ambiguous turns
+  automatic recall off rather than guessing.
+* **Auto-recall** (:meth:`Recall.context`) is a pure transform of the host's context
+  messages: a new list without earlier qmem recall messages (custom type
+  :data:`RECALL_CUSTOM_TYPE`) plus at most one fresh block; the input is never mutated.
+  Results are cached per (host, project, prompt), so a prompt costs one embedding and at
+  most two searches however many tool-loop turns follow — failures are cached too.  A
+  per-turn time budget bounds the work; cancellation is honoured between steps.
+* **Fail-open**: no failure aborts the turn or reaches the model's context.  The first
+  failure of each category produces a fixed, redacted warning; repeats are silent.
+  Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
+* Nothing here writes to a session file, the local index or Qdrant.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from .config import RecallConfig
+from .diagnostics import SENTENCES
+from .embeddings import EmbeddingError, EmbeddingsClient
+from .errors import InputError, QmemError
+from .memorycontext import Excerpt, render_block, unique_excerpts
+from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
+from .records import parse_rfc3339
+from .runtime import Runtime
+
+__all__ = [
+    "RECALL_CUSTOM_TYPE",
+    "Recall",
+    "auto_recall_gate",
+    "current_project",
+    "is_eligible",
+    "lane_filter",
+    "without_recall",
+    "with_recall",
+    "prompt_of",
+    "MEMORY_SEARCH_MAX_LIMIT",
+]
+
+#: The private custom type of qmem's recall message in a host's context.
+RECALL_CUSTOM_TYPE = "qmem:recall"
+HOSTS = ("pi", "prime")
+LANES = ("project", "host")
+MAX_PROMPT_CHARS = 2_000
+MEMORY_SEARCH_MAX_LIMIT = 10
+CACHE_ENTRIES = 64
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_MAX_FIELD = 256
+_MAX_TAGS = 32
+
+
+class RecallError(QmemError):
+    """A recall failure; ``category`` is one of the warning categories."""
+
+
+# --- gating, project, filters, eligibility (pure) ------------------------------------------
+
+def auto_recall_gate(host: object, rlm_depth: object, *, depth_given: bool) -> tuple[bool, str | None]:
+    """(allowed, warning category) for automatic recall in this session.
+
+    ``depth_given`` says whether the session header carried ``rlmDepth`` at all.
+    """
+    if host not in HOSTS:
+        return False, "host"
+    if not depth_given:
+        return True, None  # pi has no depth; a Prime session without one is the root
+    if isinstance(rlm_depth, bool) or not isinstance(rlm_depth, int) or rlm_depth < 0:
+        return False, "host"  # invalid: do not guess
+    if host == "pi":
+        return False, "host"  # pi never writes rlmDepth: a header with one is ambiguous
+    return rlm_depth == 0, None
+
+
+def current_project(cwd: Path, configured: str | None = None) -> str:
+    """The project recall scopes to: ``recall.project`` if set, else the name of the git
+    top-level directory containing ``cwd`` (found by looking for ``.git`` upwards), else the
+    name of ``cwd`` itself."""
+    if configured:
+        return configured
+    path = Path(cwd).resolve()
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return candidate.name or str(candidate)
+    return path.name or "/"
+
+
+def lane_filter(host: str, project: str, lane: str) -> dict[str, Any]:
+    """The Qdrant filter of a lane; built only here, from the host and the project."""
+    must: list[dict[str, Any]] = [
+        {"key": "host", "match": {"value": host}},
+        {"key": "status", "match": {"value": "active"}},
+        {"key": "secret_scan", "match": {"value": "passed"}},
+    ]
+    if lane == "project":
+        return {"must": must + [{"key": "project", "match": {"value": project}}]}
+    if lane == "host":
+        return {"must": must, "must_not": [{"key": "project", "match": {"value": project}}]}
+    raise ValueError("unknown lane")
+
+
+def _short_string(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_FIELD and value.strip() == value
+
+
+def is_eligible(payload: Mapping[str, Any], *, host: str, project: str, lane: str) -> bool:
+    """True when ``payload`` passes DESIGN §7 exactly, for ``lane``."""
+    if payload.get("host") != host or payload.get("status") != "active" or payload.get("secret_scan") != "passed":
+        return False
+    text = payload.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return False
+    for name in ("source_type", "source_collection", "transform_version"):
+        if not _short_string(payload.get(name)):
+            return False
+    source_id = payload.get("source_id")
+    if not (_short_string(source_id) or (isinstance(source_id, int) and not isinstance(source_id, bool)
+                                         and source_id >= 0)):
+        return False
+    run = payload.get("import_run_id")
+    if not isinstance(run, str) or not _HEX64.fullmatch(run):
+        return False
+    created = payload.get("created_at")
+    if not isinstance(created, str) or parse_rfc3339(created) is None:
+        return False
+    tags = payload.get("tags")
+    if tags is not None and not (isinstance(tags, list) and len(tags) <= _MAX_TAGS
+                                 and all(isinstance(t, str) and 0 < len(t) <= 64 for t in tags)):
+        return False
+    item_project = payload.get("project")
+    if item_project is not None and not isinstance(item_project, str):
+        return False
+    if lane == "project":
+        return item_project == project
+    return item_project != project
+
+
+def _excerpt(point: ScoredPoint, lane: str) -> Excerpt:
+    payload = point.payload
+    source = f"{payload.get('source_type')}:{payload.get('source_collection')}"
+    return Excerpt(id=point.id, text=payload["text"], lane=lane, score=point.score, source=source,
+                   created=str(payload.get("created_at")))
+
+
+# --- the host's message array (pure) ------------------------------------------------------
+
+def _is_recall_message(message: Any) -> bool:
+    return isinstance(message, Mapping) and message.get("customType") == RECALL_CUSTOM_TYPE
+
+
+def without_recall(messages: Sequence[Any]) -> list[Any]:
+    """A new list without qmem's earlier recall messages (the input is not touched)."""
+    return [message for message in messages if not _is_recall_message(message)]
+
+
+def with_recall(messages: Sequence[Any], block: str | None, *, now_ms: int | None = None) -> list[Any]:
+    """A new list: earlier recall messages removed, then ``block`` appended as one custom message."""
+    out = without_recall(messages)
+    if block:
+        out.append({"role": "custom", "customType": RECALL_CUSTOM_TYPE, "content": block, "display": False,
+                    "timestamp": now_ms if now_ms is not None else int(time.time() * 1000)})
+    return out
+
+
+def prompt_of(messages: Sequence[Any]) -> str | None:
+    """The text of the last user message (the current prompt), bounded; None if there is none."""
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(part.get("text", "") for part in content
+                             if isinstance(part, Mapping) and part.get("type") == "text"
+                             and isinstance(part.get("text"), str))
+        else:
+            continue
+        text = text.strip()
+        return text[:MAX_PROMPT_CHARS] if text else None
+    return None
+
+
+# --- the service ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecallSettings:
+    host: str | None
+    project: str
+    config: RecallConfig
+
+
+class Recall:
+    """Recall for one host session.  ``host`` comes from the adapter, never from a model."""
+
+    def __init__(self, rt: Runtime, *, host: str | None, cwd: Path | None = None) -> None:
+        self.rt = rt
+        cfg = rt.config.recall
+        self.settings = RecallSettings(host=host if host in HOSTS else None,
+                                       project=current_project(cwd or Path.cwd(), cfg.project), config=cfg)
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
+        self._qdrant: ReadOnlyQdrant | None = None
+        self._embeddings: EmbeddingsClient | None = None
+        self._collection: CollectionInfo | None = None
+        self.upstream_calls = {"embedding": 0, "search": 0}  # for tests and benchmarks
+
+    def close(self) -> None:
+        for client in (self._qdrant, self._embeddings):
+            if client is not None:
+                client.close()
+
+    # -- clients, built on first use
+
+    def _clients(self) -> tuple[ReadOnlyQdrant, EmbeddingsClient]:
+        cfg = self.settings.config
+        timeout = cfg.timeout_ms / 1000
+        if self._qdrant is None:
+            self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
+                                          api_key=config_mod.credential("qdrant", self.rt.env),
+                                          search_endpoint=cfg.search_endpoint, timeout_s=timeout,
+                                          breaker=self.rt.breaker_for(cfg.qdrant_url))
+        if self._embeddings is None:
+            self._embeddings = EmbeddingsClient(cfg.embeddings_url, cfg.embedding_model,
+                                                api_key=config_mod.credential("embedding", self.rt.env),
+                                                timeout_s=timeout, breaker=self.rt.breaker_for(cfg.embeddings_url))
+        return self._qdrant, self._embeddings
+
+    # -- the pipeline
+
+    def search(self, query: str, *, limit: int, cancel: threading.Event | None = None) -> list[Excerpt]:
+        """Embed ``query``, search both lanes, keep only eligible points.  Raises RecallError."""
+        host = self.settings.host
+        if host is None:
+            raise RecallError("the host is not identified as pi or prime", category="host")
+        if not self.settings.config.enabled:
+            raise RecallError("recall is disabled in the configuration", category="configuration")
+        deadline = time.monotonic() + self.settings.config.timeout_ms / 1000
+
+        def budget() -> float:
+            if cancel is not None and cancel.is_set():
+                raise RecallError("cancelled", category="cancellation")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RecallError("out of time", category="timeout")
+            return left
+
+        try:
+            qdrant, embeddings = self._clients()
+            self.upstream_calls["embedding"] += 1
+            vector = embeddings.embed(query, budget=budget())
+            if self._collection is None:
+                self._collection = qdrant.collection_info(self.settings.config.vector_name, budget=budget())
+            if len(vector) != self._collection.dimension:
+                raise RecallError("the embedding dimension differs from the collection's", category="configuration")
+            excerpts: list[Excerpt] = []
+            for lane in LANES:
+                query_filter = lane_filter(host, self.settings.project, lane)
+                self.upstream_calls["search"] += 1
+                points = qdrant.search(vector, query_filter=query_filter, limit=limit,
+                                       vector_name=self._collection.vector_name, budget=budget())
+                excerpts += [_excerpt(p, lane) for p in sorted(points, key=lambda p: -p.score)
+                             if is_eligible(p.payload, host=host, project=self.settings.project, lane=lane)]
+            budget()
+        except (QdrantError, EmbeddingError) as exc:
+            raise RecallError(exc.message, category=exc.category) from None
+        return unique_excerpts(excerpts)[:limit]
+
+    def block_for(self, query: str, *, limit: int, cancel: threading.Event | None = None) -> str | None:
+        """The rendered block for ``query`` (None when nothing eligible was found)."""
+        excerpts = self.search(query, limit=limit, cancel=cancel)
+        try:
+            return render_block(excerpts, max_chars=self.settings.config.max_chars)
+        except Exception as exc:  # rendering is pure; a failure here is a bug, reported as "formatting"
+            raise RecallError(f"formatting failed ({exc.__class__.__name__})", category="formatting") from None
+
+    def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
+                cancel: threading.Event | None = None) -> list[Any]:
+        """The host's context hook: the messages for this LLM call, with at most one recall block."""
+        try:
+            allowed, warning = auto_recall_gate(self.settings.host, rlm_depth, depth_given=depth_given)
+            if warning:
+                self.rt.warnings.warn(warning)
+            if not allowed or not self.settings.config.enabled:
+                return without_recall(messages)
+            prompt = prompt_of(messages)
+            if prompt is None:
+                return without_recall(messages)
+            key = (self.settings.host or "", self.settings.project, prompt)
+            with self._lock:
+                cached = key in self._cache
+                block = self._cache.get(key)
+                if cached:
+                    self._cache.move_to_end(key)
+            if not cached:
+                try:
+                    block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
+                except RecallError as exc:
+                    self.rt.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
+                    block = None
+                    if exc.category == "cancellation":
+                        return without_recall(messages)  # not cached: the next call may try again
+                with self._lock:
+                    self._cache[key] = block
+                    while len(self._cache) > CACHE_ENTRIES:
+                        self._cache.popitem(last=False)
+            return with_recall(messages, block)
+        except Exception:  # fail open: whatever happened, the turn goes on without memory
+            self.rt.warnings.warn("retrieval")
+            return without_recall(messages) if isinstance(messages, (list, tuple)) else list(messages or [])
+
+    def memory_search(self, args: Mapping[str, Any], *, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """The ``memory_search`` tool: ``query`` and a bounded ``limit``; anything else is ignored.
+
+        Returns ``{"text": block, "details": {...}}``; raises InputError for a bad query or
+        limit, RecallError (with a fixed sentence) when recall is unavailable.
+        """
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("query is required")
+        query = query.strip()[:MAX_PROMPT_CHARS]
+        limit = args.get("limit", self.settings.config.limit)
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
+            raise InputError(f"limit must be a whole number (1 to {MEMORY_SEARCH_MAX_LIMIT})")
+        limit = max(1, min(int(limit), MEMORY_SEARCH_MAX_LIMIT))
+        try:
+            excerpts = self.search(query, limit=limit, cancel=cancel)
+            block = render_block(excerpts, max_chars=self.settings.config.max_chars)
+        except RecallError as exc:
+            category = exc.category if exc.category in SENTENCES else "retrieval"
+            raise RecallError(SENTENCES[category], category=category) from None
+        details = {"qmem": 1, "recall": [{"id": e.id, "lane": e.lane, "score": e.score} for e in excerpts]}
+        return {"text": block or "No eligible memories matched.", "details": details}
