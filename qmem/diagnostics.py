@@ -30,6 +30,7 @@ SENTENCES: dict[str, str] = {
     "breaker_storage": "qmem: the circuit-breaker state cannot be saved; each process will probe on its own.",
     "index": "qmem: the local index is unavailable; offline search and queued writes are off.",
     "bridge": "qmem: the memory bridge stopped; the agent continues without memory until the next session.",
+    "bridge_protocol": "qmem: the memory bridge received a line it could not read; it was ignored.",
 }
 
 

@@ -10,6 +10,7 @@ checks the dimension against the collection before searching.  Errors carry a ca
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 from .breaker import Breaker
@@ -37,15 +38,17 @@ class EmbeddingsClient:
     def close(self) -> None:
         self._http.close()
 
-    def embed(self, text: str, *, budget: float | None = None) -> list[float]:
+    def embed(self, text: str, *, budget: float | None = None, cancel: threading.Event | None = None) -> list[float]:
         """The embedding of ``text``."""
         breaker = self._breaker
         if breaker is not None and not breaker.check().allowed:
             raise EmbeddingError("the embeddings service is marked unreachable (circuit breaker open)")
         body = {"model": self._model, "input": text, "encoding_format": "float"}
         try:
-            response = self._http.request("POST", "/embeddings", json_body=body, budget=budget)
+            response = self._http.request("POST", "/embeddings", json_body=body, budget=budget, cancel=cancel)
         except TransportError as exc:
+            if exc.kind == "cancelled":
+                raise EmbeddingError(exc.message, category="cancellation") from None
             if breaker is not None:
                 breaker.definitive_failure() if exc.definitive else breaker.ambiguous_failure()
             timeout = exc.kind in ("header_timeout", "body_timeout")

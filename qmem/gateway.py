@@ -218,6 +218,8 @@ class GatewayClient:
             try:
                 response = self._http.request(method, path, **kwargs)
             except TransportError as exc:
+                if exc.kind == "cancelled":
+                    raise GatewayUnavailable(exc.message, kind="cancelled", sent=exc.sent) from None
                 if not exc.ambiguous or decision.probe:
                     window = self.breaker.definitive_failure() if exc.definitive or decision.probe else \
                         self.breaker.ambiguous_failure()

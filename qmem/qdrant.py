@@ -24,6 +24,7 @@ category and never the URL, the key, the query vector or a response body.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,13 +133,15 @@ class ReadOnlyQdrant:
         """True when ``GET /healthz`` answers 200."""
         return self.__call("GET", "/healthz", budget=budget).status == 200
 
-    def collection_info(self, vector_name: str | None = None, *, budget: float | None = None) -> CollectionInfo:
+    def collection_info(self, vector_name: str | None = None, *, budget: float | None = None,
+                        cancel: threading.Event | None = None) -> CollectionInfo:
         """Dimension, distance and vector name of the collection (``vector_name`` as configured)."""
-        return parse_collection_info(self.__result(self.__call("GET", self.__collection_path, budget=budget)),
-                                     vector_name)
+        response = self.__call("GET", self.__collection_path, budget=budget, cancel=cancel)
+        return parse_collection_info(self.__result(response), vector_name)
 
     def search(self, vector: Sequence[float], *, query_filter: Mapping[str, Any], limit: int,
-               vector_name: str | None = None, budget: float | None = None) -> list[ScoredPoint]:
+               vector_name: str | None = None, budget: float | None = None,
+               cancel: threading.Event | None = None) -> list[ScoredPoint]:
         """The ``limit`` nearest points that pass ``query_filter``, with payloads, without vectors."""
         if not vector or not all(isinstance(x, float) and math.isfinite(x) for x in vector):
             raise QdrantError("the query vector is empty or not finite", category="parsing")
@@ -150,7 +153,7 @@ class ReadOnlyQdrant:
             if vector_name:
                 body["using"] = vector_name
         body.update(filter=dict(query_filter), limit=int(limit), with_payload=True, with_vector=False)
-        result = self.__result(self.__call("POST", self.__search_path, json_body=body, budget=budget))
+        result = self.__result(self.__call("POST", self.__search_path, json_body=body, budget=budget, cancel=cancel))
         if self.__endpoint == "query":
             result = result.get("points") if isinstance(result, dict) else None
         if not isinstance(result, list):
@@ -168,7 +171,8 @@ class ReadOnlyQdrant:
 
     # -- private
 
-    def __call(self, method: str, path: str, *, json_body: Any = None, budget: float | None) -> Response:
+    def __call(self, method: str, path: str, *, json_body: Any = None, budget: float | None,
+               cancel: threading.Event | None = None) -> Response:
         if (method, path) not in self.__allowed:
             raise QdrantError("that Qdrant request is not allowed on the runtime path")
         breaker = self.__breaker
@@ -177,8 +181,10 @@ class ReadOnlyQdrant:
             if not decision.allowed:
                 raise QdrantError("Qdrant is marked unreachable (circuit breaker open)")
         try:
-            response = self.__http.request(method, path, json_body=json_body, budget=budget)
+            response = self.__http.request(method, path, json_body=json_body, budget=budget, cancel=cancel)
         except TransportError as exc:
+            if exc.kind == "cancelled":
+                raise QdrantError(exc.message, category="cancellation") from None  # says nothing about Qdrant
             if breaker is not None:
                 if exc.definitive:
                     breaker.definitive_failure()

@@ -57,6 +57,7 @@ __all__ = [
     "lane_filter",
     "without_recall",
     "with_recall",
+    "recall_patch",
     "prompt_of",
     "MEMORY_SEARCH_MAX_LIMIT",
 ]
@@ -186,6 +187,15 @@ def with_recall(messages: Sequence[Any], block: str | None, *, now_ms: int | Non
     return out
 
 
+def recall_patch(messages: Sequence[Any], transformed: Sequence[Any]) -> dict[str, Any]:
+    """``transformed`` (an output of :func:`with_recall` on ``messages``) as a patch:
+    ``{"drop": [indices of earlier recall messages], "append": the new block message or None}``.
+    Applying it to ``messages`` gives ``transformed``; adapters send this instead of the array."""
+    drop = [index for index, message in enumerate(messages) if _is_recall_message(message)]
+    append = transformed[-1] if transformed and _is_recall_message(transformed[-1]) else None
+    return {"drop": drop, "append": append}
+
+
 def prompt_of(messages: Sequence[Any]) -> str | None:
     """The text of the last user message (the current prompt), bounded; None if there is none."""
     for message in reversed(messages):
@@ -272,9 +282,10 @@ class Recall:
         try:
             qdrant, embeddings = self._clients()
             self.upstream_calls["embedding"] += 1
-            vector = embeddings.embed(query, budget=budget())
+            vector = embeddings.embed(query, budget=budget(), cancel=cancel)
             if self._collection is None:
-                self._collection = qdrant.collection_info(self.settings.config.vector_name, budget=budget())
+                self._collection = qdrant.collection_info(self.settings.config.vector_name, budget=budget(),
+                                                          cancel=cancel)
             if len(vector) != self._collection.dimension:
                 raise RecallError("the embedding dimension differs from the collection's", category="configuration")
             excerpts: list[Excerpt] = []
@@ -282,7 +293,8 @@ class Recall:
                 query_filter = lane_filter(host, self.settings.project, lane)
                 self.upstream_calls["search"] += 1
                 points = qdrant.search(vector, query_filter=query_filter, limit=limit,
-                                       vector_name=self._collection.vector_name, budget=budget())
+                                       vector_name=self._collection.vector_name, budget=budget(),
+                                       cancel=cancel)
                 excerpts += [_excerpt(p, lane) for p in sorted(points, key=lambda p: -p.score)
                              if is_eligible(p.payload, host=host, project=self.settings.project, lane=lane)]
             budget()

@@ -115,27 +115,51 @@ def parse_retry_after(value: str | None, *, now: float | None = None, cap: float
 
 # --- deadline-aware sockets --------------------------------------------------------------
 
+class _Cancelled(Exception):
+    """The caller's cancel event was set while a request was in flight."""
+
+
+#: With a cancel event, a blocking read wakes at least this often to look at it.
+CANCEL_POLL_S = 0.1
+
+
 class _Deadline:
-    """A per-connection deadline that every read and write honours."""
+    """A per-connection deadline (and optional cancel event) that every read and write honours."""
 
     def __init__(self) -> None:
         self.at: float | None = None
+        self.cancel: threading.Event | None = None
 
     def remaining(self) -> float | None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise _Cancelled()
         if self.at is None:
-            return None
+            return None if self.cancel is None else CANCEL_POLL_S
         left = self.at - time.monotonic()
         if left <= 0:
             raise socket.timeout("deadline reached")
-        return left
+        return left if self.cancel is None else min(left, CANCEL_POLL_S)
+
+
+def _with_deadline(deadline: _Deadline, operation: Any) -> Any:
+    """Run a blocking socket operation, waking to honour the deadline and the cancel event."""
+    while True:
+        try:
+            return operation(deadline.remaining())
+        except socket.timeout:
+            if deadline.cancel is None:
+                raise
+            deadline.remaining()  # raises once cancelled or out of time; otherwise wait again
 
 
 class _DeadlineSocket(socket.socket):
     deadline: _Deadline
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:  # type: ignore[override]
-        self.settimeout(self.deadline.remaining())
-        return super().recv_into(buffer, nbytes, flags)
+        def read(timeout: float | None) -> int:
+            self.settimeout(timeout)
+            return socket.socket.recv_into(self, buffer, nbytes, flags)
+        return _with_deadline(self.deadline, read)
 
     def sendall(self, data: Any, flags: int = 0) -> None:  # type: ignore[override]
         self.settimeout(self.deadline.remaining())
@@ -146,8 +170,10 @@ class _DeadlineSSLSocket(ssl.SSLSocket):
     deadline: _Deadline
 
     def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:  # type: ignore[override]
-        self.settimeout(self.deadline.remaining())
-        return super().recv_into(buffer, nbytes, flags)  # type: ignore[arg-type]
+        def read(timeout: float | None) -> int:
+            self.settimeout(timeout)
+            return ssl.SSLSocket.recv_into(self, buffer, nbytes, flags)  # type: ignore[arg-type]
+        return _with_deadline(self.deadline, read)
 
     def sendall(self, data: Any, flags: int = 0) -> None:  # type: ignore[override]
         self.settimeout(self.deadline.remaining())
@@ -165,7 +191,8 @@ def _connect(host: str, port: int, deadline: _Deadline) -> _DeadlineSocket:
         sock = _DeadlineSocket(family, kind, proto)
         sock.deadline = deadline
         try:
-            sock.settimeout(deadline.remaining())
+            sock.settimeout(deadline.remaining() if deadline.cancel is None else
+                            (max(deadline.at - time.monotonic(), 0.001) if deadline.at else None))
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
@@ -250,6 +277,7 @@ class HttpClient:
 
     def _give_back(self, conn: _Connection, deadline: _Deadline) -> None:
         deadline.at = None
+        deadline.cancel = None
         with self._lock:
             if len(self._pool) < self._pool_size:
                 self._pool.append((conn, deadline))
@@ -257,14 +285,16 @@ class HttpClient:
         conn.close()
 
     def request(self, method: str, path: str, *, json_body: Any = None, query: Mapping[str, Any] | None = None,
-                headers: Mapping[str, str] | None = None, budget: float | None = None) -> Response:
+                headers: Mapping[str, str] | None = None, budget: float | None = None,
+                cancel: threading.Event | None = None) -> Response:
         """Send one request and read the whole answer.
 
         Returns any answer with a status below 500 except 429 (callers interpret 4xx);
         raises :class:`TransportError` for everything else.  A reused keep-alive
         connection that the server closed meanwhile is retried once on a fresh one,
         which is safe because that request never reached the server.  ``budget`` (seconds)
-        caps both deadlines for this request, for callers with a time budget of their own.
+        caps both deadlines for this request, for callers with a time budget of their own;
+        setting ``cancel`` ends the request within about 0.1 s (TransportError kind ``cancelled``).
         """
         target = self._prefix + path
         if query:
@@ -277,8 +307,13 @@ class HttpClient:
         all_headers.update(headers or {})
         for attempt in (1, 2):
             conn, deadline, reused = self._take()
+            deadline.cancel = cancel
             try:
                 return self._exchange(conn, deadline, method, target, body, all_headers, budget)
+            except _Cancelled:
+                conn.close()
+                raise TransportError(f"the request to the {self.service} was cancelled", kind="cancelled",
+                                     sent=True) from None
             except _StaleConnection:
                 conn.close()
                 if attempt == 2 or not reused:

@@ -396,6 +396,20 @@ class AutoRecallTests(RecallTestCase):
         self.assertEqual(self.said, [SENTENCES["cancellation"]])
         self.assertEqual(len(self.turn("blue green", recall)), 2)  # the next call recalls
 
+    def test_cancellation_mid_request_leaves_the_breakers_alone(self):
+        self.configure(timeoutMs=30_000)
+        self.embeddings.inject(Fault.hang())
+        recall = self.recall()
+        cancel = threading.Event()
+        threading.Thread(target=lambda: self.embeddings.wait_for_requests(1, 10) and cancel.set(), daemon=True).start()
+        started = time.monotonic()
+        out = self.turn("blue green", recall, cancel=cancel)
+        self.assertLess(time.monotonic() - started, 5.0)
+        self.assertEqual(len(out), 1)
+        self.assertEqual(self.said, [SENTENCES["cancellation"]])
+        breaker = recall.rt.breaker_for(self.embeddings.base_url).snapshot()
+        self.assertEqual((breaker["state"], breaker["consecutive_failures"]), ("closed", 0))
+
     def test_nothing_is_persisted(self):
         recall = self.recall()
         self.turn("blue green", recall)

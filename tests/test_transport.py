@@ -55,6 +55,21 @@ class TransportTests(unittest.TestCase):
         self.assertLess(time.monotonic() - started, 1.0)
         self.assertEqual((exc.kind, exc.sent, exc.definitive), ("header_timeout", True, True))
 
+    def test_cancel_ends_a_request_in_flight(self):
+        for fault in (Fault.hang(), Fault.stall_body()):
+            with self.subTest(fault=fault.kind):
+                self.gateway.inject(fault)
+                cancel = threading.Event()
+                client = self.client(connect=30, body=30)
+                count = len(self.gateway.requests)
+                threading.Thread(target=lambda: self.gateway.wait_for_requests(count + 1, 10) and cancel.set(),
+                                 daemon=True).start()
+                started = time.monotonic()
+                exc = self.fail(client, cancel=cancel)
+                self.assertEqual(exc.kind, "cancelled")
+                self.assertLess(time.monotonic() - started, 5.0)  # not the 30 s deadlines
+        self.assertEqual(self.client().request("GET", "/v1/status").status, 200)
+
     def test_stalled_body_is_an_ambiguous_body_timeout(self):
         self.gateway.inject(Fault.stall_body())
         exc = self.fail(self.client(connect=2.0, body=0.05))

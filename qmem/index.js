@@ -1,0 +1,340 @@
+// qmem for pi and Prime: a dependency-free relay to `python3 -m qmem.bridge`.
+//
+// All memory logic lives in Python. This file registers the tools and commands listed in
+// tools.json (generated from qmem/plugin.py), then relays tool calls, hooks, commands, ctx.ui
+// and cancellation as JSON lines on the child's stdio (protocol: qmem/bridge.py).
+//
+// Promises kept here:
+// - loading never throws: without Python the host works as before, with one warning;
+// - the child never keeps the host alive: it is unref'd whenever no request is in flight,
+//   and ended on session_shutdown; a bridge that crashes or hangs is dropped (pending calls
+//   fail, hooks leave the context unchanged) and a new one starts at the next session_start;
+// - QMEM_PYTHON picks the interpreter; PYTHONPATH gets this folder's parent, so no install.
+
+import { spawn } from "node:child_process";
+import { readFileSync, realpathSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const TOOL_TIMEOUT_MS = 180_000; // a gateway call is bounded by its own timeouts well below this
+const HOOK_TIMEOUT_MS = 10_000; // recall has its own per-turn budget (recall.timeoutMs)
+const COMMAND_TIMEOUT_MS = 600_000; // commands may wait for the user in a dialog
+const SHUTDOWN_TIMEOUT_MS = 2_000;
+const BRIDGE_STOPPED = "qmem: the memory bridge stopped; the agent continues without memory until the next session.";
+
+function realDir() {
+  try {
+    return realpathSync(HERE);
+  } catch {
+    return HERE;
+  }
+}
+
+function loadDefinitions() {
+  try {
+    return JSON.parse(readFileSync(join(HERE, "tools.json"), "utf8"));
+  } catch {
+    return { tools: [], commands: [] };
+  }
+}
+
+class Bridge {
+  constructor(report) {
+    this.report = report; // (message, level) => void
+    this.child = null;
+    this.buffer = "";
+    this.nextId = 1;
+    this.pending = new Map();
+    this.ui = null;
+    this.stopping = false;
+    this.warnedDead = false;
+  }
+
+  get alive() {
+    return this.child !== null;
+  }
+
+  start() {
+    if (this.child) return;
+    const dir = realDir();
+    const pkg = basename(dir);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(pkg)) {
+      this.report(`qmem: the extension folder must be named like a Python package (e.g. "qmem"), not "${pkg}".`, "warning");
+      return;
+    }
+    const parent = dirname(dir);
+    const env = { ...process.env, PYTHONPATH: [parent, process.env.PYTHONPATH].filter(Boolean).join(":") };
+    let child;
+    try {
+      child = spawn(process.env.QMEM_PYTHON || "python3", ["-m", `${pkg}.bridge`], { stdio: ["pipe", "pipe", "pipe"], env });
+    } catch {
+      this.died();
+      return;
+    }
+    this.child = child;
+    this.stopping = false;
+    child.on("error", () => this.died(child));
+    child.on("exit", () => this.died(child));
+    child.stdin.on("error", () => this.died(child));
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk) => this.receive(chunk));
+    child.stderr.on("data", () => {}); // drained so the pipe never fills; warnings arrive as protocol events
+    this.setRef(false);
+  }
+
+  setRef(on) {
+    const child = this.child;
+    if (!child) return;
+    for (const stream of [child.stdin, child.stdout, child.stderr]) {
+      if (stream && typeof stream.ref === "function") on ? stream.ref() : stream.unref();
+    }
+    on ? child.ref() : child.unref();
+  }
+
+  died(which) {
+    if (which && which !== this.child) return;
+    const expected = this.stopping;
+    this.child = null;
+    for (const { reject, timer } of this.pending.values()) {
+      clearTimeout(timer);
+      reject(new Error(BRIDGE_STOPPED));
+    }
+    this.pending.clear();
+    if (!expected && !this.warnedDead) {
+      this.warnedDead = true;
+      this.report(BRIDGE_STOPPED, "warning");
+    }
+  }
+
+  kill() {
+    const child = this.child;
+    if (!child) return;
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+    this.died(child);
+  }
+
+  send(message) {
+    if (!this.child) return false;
+    try {
+      this.child.stdin.write(JSON.stringify(message) + "\n");
+      return true;
+    } catch {
+      this.died(this.child);
+      return false;
+    }
+  }
+
+  request(method, params, { timeoutMs, signal } = {}) {
+    if (!this.child) return Promise.reject(new Error(BRIDGE_STOPPED));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        // A bridge that does not answer in time is hung: drop it rather than wait forever.
+        this.pending.delete(id);
+        reject(new Error(BRIDGE_STOPPED));
+        this.kill();
+      }, timeoutMs || TOOL_TIMEOUT_MS);
+      timer.unref();
+      this.pending.set(id, { resolve, reject, timer });
+      this.setRef(true);
+      if (signal) {
+        if (signal.aborted) this.send({ method: "cancel", params: { id } });
+        else signal.addEventListener("abort", () => this.send({ method: "cancel", params: { id } }), { once: true });
+      }
+      if (!this.send({ id, method, params })) reject(new Error(BRIDGE_STOPPED));
+    });
+  }
+
+  receive(chunk) {
+    this.buffer += chunk;
+    let newline;
+    while ((newline = this.buffer.indexOf("\n")) >= 0) {
+      const line = this.buffer.slice(0, newline);
+      this.buffer = this.buffer.slice(newline + 1);
+      let message;
+      try {
+        message = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      this.dispatch(message);
+    }
+  }
+
+  dispatch(message) {
+    if (message.event === "warning") {
+      this.report(message.message, "warning");
+    } else if (message.ui !== undefined) {
+      this.answerUi(message);
+    } else if (message.id !== undefined && this.pending.has(message.id)) {
+      const { resolve, reject, timer } = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      clearTimeout(timer);
+      if (message.error) reject(new Error(message.error.message));
+      else resolve(message.result);
+    }
+    if (this.pending.size === 0) this.setRef(false);
+  }
+
+  async answerUi(message) {
+    const ui = this.ui;
+    const params = message.params || {};
+    if (message.method === "notify") {
+      if (ui) ui.notify(params.message, params.level || "info");
+      return;
+    }
+    let value = null;
+    try {
+      if (ui && message.method === "select") value = await ui.select(params.title, params.options);
+      else if (ui && message.method === "input") value = await ui.input(params.title, params.placeholder);
+      else if (ui && message.method === "confirm") value = await ui.confirm(params.title, params.message);
+    } catch {
+      value = null;
+    }
+    this.send({ method: "ui_result", params: { id: message.ui, value: value ?? null } });
+  }
+
+  async stop() {
+    if (!this.child) return;
+    this.stopping = true;
+    const child = this.child;
+    try {
+      await this.request("shutdown", {}, { timeoutMs: SHUTDOWN_TIMEOUT_MS });
+    } catch {
+      // a bridge that cannot say goodbye is ended below
+    }
+    try {
+      child.stdin.end();
+    } catch {
+      // already closed
+    }
+    this.setRef(false);
+    if (this.child === child) this.child = null;
+  }
+}
+
+function header(ctx) {
+  try {
+    return ctx.sessionManager.getHeader() || null;
+  } catch {
+    return null;
+  }
+}
+
+export default function qmem(pi) {
+  const definitions = loadDefinitions();
+  let lastCtx = null;
+  const report = (message, level) => {
+    if (lastCtx && lastCtx.hasUI) lastCtx.ui.notify(message, level);
+    else process.stderr.write(message + "\n");
+  };
+  const bridge = new Bridge(report);
+  const ensure = (ctx) => {
+    if (ctx) lastCtx = ctx;
+    if (!bridge.alive) bridge.start();
+  };
+
+  pi.on("session_start", async (_event, ctx) => {
+    lastCtx = ctx;
+    bridge.warnedDead = false;
+    bridge.start();
+    const h = header(ctx);
+    // Not awaited: the background flush must never delay the session's start.
+    bridge
+      .request("session_start", {
+        cwd: ctx.cwd,
+        extensionDir: HERE,
+        extensionRealDir: realDir(),
+        header: h ? { rlmDepth: h.rlmDepth ?? null } : null,
+      }, { timeoutMs: HOOK_TIMEOUT_MS })
+      .catch(() => {});
+  });
+
+  pi.on("resources_discover", async () => ({ skillPaths: [join(HERE, "skills")] }));
+
+  pi.on("before_agent_start", async (event, ctx) => {
+    ensure(ctx);
+    let activeTools = null;
+    try {
+      activeTools = pi.getActiveTools();
+    } catch {
+      activeTools = null;
+    }
+    try {
+      const result = await bridge.request("before_agent_start", { activeTools }, { timeoutMs: HOOK_TIMEOUT_MS });
+      if (result && result.append) return { systemPrompt: event.systemPrompt + "\n\n" + result.append };
+    } catch {
+      // no rules block this time; the agent goes on
+    }
+    return undefined;
+  });
+
+  pi.on("context", async (event, ctx) => {
+    ensure(ctx);
+    const h = header(ctx);
+    const depthGiven = !!h && Object.prototype.hasOwnProperty.call(h, "rlmDepth");
+    try {
+      const patch = await bridge.request(
+        "context",
+        { messages: event.messages, rlmDepth: depthGiven ? h.rlmDepth : null, depthGiven },
+        { timeoutMs: HOOK_TIMEOUT_MS, signal: ctx.signal },
+      );
+      if (!patch || ((!patch.drop || patch.drop.length === 0) && !patch.append)) return undefined;
+      const drop = new Set(patch.drop || []);
+      const messages = event.messages.filter((_, index) => !drop.has(index));
+      if (patch.append) messages.push(patch.append);
+      return { messages };
+    } catch {
+      return undefined; // fail open: this LLM call goes without recalled memory
+    }
+  });
+
+  pi.on("session_shutdown", async () => {
+    await bridge.stop();
+  });
+
+  for (const tool of definitions.tools || []) {
+    pi.registerTool({
+      name: tool.name,
+      label: tool.label,
+      description: tool.description,
+      promptSnippet: tool.promptSnippet,
+      promptGuidelines: tool.promptGuidelines,
+      parameters: tool.parameters,
+      async execute(_toolCallId, params, signal, _onUpdate, ctx) {
+        ensure(ctx);
+        return await bridge.request("tool", { name: tool.name, args: params || {} }, { timeoutMs: TOOL_TIMEOUT_MS, signal });
+      },
+    });
+  }
+
+  for (const command of definitions.commands || []) {
+    pi.registerCommand(command.name, {
+      description: command.description,
+      handler: async (args, ctx) => {
+        ensure(ctx);
+        bridge.ui = ctx.hasUI ? ctx.ui : null;
+        let text;
+        let level = "info";
+        try {
+          const result = await bridge.request("command", { name: command.name, args: args || "", hasUI: !!ctx.hasUI },
+            { timeoutMs: COMMAND_TIMEOUT_MS });
+          text = result && result.text;
+        } catch (error) {
+          text = error.message;
+          level = "error";
+        } finally {
+          bridge.ui = null;
+        }
+        if (!text) return;
+        if (ctx.hasUI) ctx.ui.notify(text, level);
+        else process.stdout.write(text + "\n");
+      },
+    });
+  }
+}

@@ -1,0 +1,148 @@
+"""``python -m qmem.bridge`` as the JavaScript shim drives it: JSON lines over real pipes."""
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import unittest
+
+from qmem.bridge import identify_host
+from qmem.recall import RECALL_CUSTOM_TYPE
+
+from .fakes import Fault
+from .support import REPO, GatewayTestCase
+
+
+class BridgeProcess:
+    """A running bridge with a reader thread; every stdout line must be JSON."""
+
+    def __init__(self, env, cwd):
+        self.proc = subprocess.Popen([sys.executable, "-m", "qmem.bridge"], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.raw: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.raw.append(line)
+            self.lines.put(json.loads(line))  # a non-JSON line fails the reader, and so the test
+        self.lines.put(None)
+
+    def send(self, message):
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def next(self, timeout=30):
+        return self.lines.get(timeout=timeout)
+
+    def answer(self, request_id, timeout=30):
+        """The answer to ``request_id``; other messages seen meanwhile are kept in ``self.other``."""
+        while True:
+            message = self.next(timeout)
+            if message is None:
+                raise AssertionError("the bridge closed stdout")
+            if message.get("id") == request_id and "ui" not in message:
+                return message
+            self.other.append(message)
+
+    other: list
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+class IdentifyHostTests(unittest.TestCase):
+    def test_table(self):
+        cases = [
+            (["/home/u/.pi/agent/extensions/qmem"], {}, "pi"),
+            (["/home/u/.prime/agent/extensions/qmem"], {}, "prime"),
+            (["/x/custom/extensions/qmem"], {"PRIME_AGENT_CODING_AGENT_DIR": "/x/custom"}, "prime"),
+            (["/y/agentdir/extensions/qmem"], {"PI_CODING_AGENT_DIR": "/y/agentdir"}, "pi"),
+            (["/src/qmem"], {"PI_CODING_AGENT": "true"}, "pi"),
+            (["/src/qmem"], {}, None),
+            (["/home/u/.pi/agent/extensions/qmem", "/home/u/.prime/agent/extensions/qmem"], {}, None),
+            (["/src/qmem"], {"PI_CODING_AGENT": "true", "PRIME_AGENT_CODING_AGENT_DIR": "/elsewhere"}, None),
+        ]
+        for dirs, env, expected in cases:
+            with self.subTest(dirs=dirs, env=env):
+                self.assertEqual(identify_host(dirs, env), expected)
+
+
+class BridgeTests(GatewayTestCase):
+    def start(self):
+        bridge = BridgeProcess(self.env, str(self.home))
+        bridge.other = []
+        self.addCleanup(bridge.close)
+        self.assertEqual(bridge.next()["event"], "ready")
+        bridge.send({"id": 0, "method": "session_start", "params": {
+            "cwd": str(self.home), "extensionDir": str(self.home / ".pi" / "agent" / "extensions" / "qmem")}})
+        self.assertEqual(bridge.answer(0)["result"], {"host": "pi"})
+        return bridge
+
+    def test_tools_hooks_and_errors(self):
+        bridge = self.start()
+        bridge.send({"id": 1, "method": "tool", "params": {"name": "qmem_store",
+                                                          "args": {"text": "via the bridge", "project_id": "p"}}})
+        self.assertTrue(bridge.answer(1)["result"]["details"]["shared"])
+        self.assertEqual(self.gateway.count_by_text(), {"via the bridge": 1})
+        bridge.send({"id": 2, "method": "tool", "params": {"name": "qmem_store", "args": {"text": "x"}}})
+        self.assertEqual(bridge.answer(2)["error"]["category"], "input")
+        bridge.send({"id": 3, "method": "before_agent_start", "params": {"activeTools": ["qmem_store"]}})
+        self.assertIn("qmem rules", bridge.answer(3)["result"]["append"])
+        bridge.send({"id": 4, "method": "before_agent_start", "params": {"activeTools": ["bash"]}})
+        self.assertIsNone(bridge.answer(4)["result"]["append"])
+        old = {"role": "custom", "customType": RECALL_CUSTOM_TYPE, "content": "stale block"}
+        bridge.send({"id": 5, "method": "context", "params": {"messages": [{"role": "user", "content": "hi"}, old],
+                                                             "depthGiven": False}})
+        self.assertEqual(bridge.answer(5)["result"], {"drop": [1], "append": None})  # recall is down: no block
+        bridge.send({"id": 6, "method": "nonsense"})
+        self.assertEqual(bridge.answer(6)["error"]["category"], "bridge")
+        bridge.proc.stdin.write("this is not json\n")
+        bridge.send({"id": 7, "method": "ping"})
+        self.assertEqual(bridge.answer(7)["result"], {"pong": True})
+        warnings = [m["message"] for m in bridge.other if m.get("event") == "warning"]
+        self.assertIn("could not read", " ".join(warnings))
+
+    def test_requests_run_concurrently(self):
+        self.configure(connectTimeoutMs=60_000, timeoutMs=60_000)
+        bridge = self.start()
+        self.gateway.inject(Fault.hang(path="/v1/memories:search"))
+        bridge.send({"id": 1, "method": "tool", "params": {"name": "qmem_search", "args": {"query": "slow"}}})
+        self.assertTrue(self.gateway.wait_for_requests(1, timeout=30))
+        bridge.send({"id": 2, "method": "ping"})
+        self.assertEqual(bridge.answer(2)["result"], {"pong": True})  # not stuck behind the hanging search
+        self.gateway.stop()  # releases the hang: the search falls back locally
+        self.assertEqual(bridge.answer(1)["result"]["details"]["fallback"], "local_sqlite")
+
+    def test_command_with_ui_round_trip(self):
+        bridge = self.start()
+        bridge.send({"id": 1, "method": "command", "params": {"name": "qmem:config", "args": "", "hasUI": True}})
+        select = bridge.next()
+        self.assertEqual((select["method"], select["params"]["options"][0]), ("select", "Set gateway URL"))
+        bridge.send({"method": "ui_result", "params": {"id": select["ui"], "value": "Set gateway URL"}})
+        ask = bridge.next()
+        self.assertEqual(ask["method"], "input")
+        bridge.send({"method": "ui_result", "params": {"id": ask["ui"], "value": "https://gw.example"}})
+        self.assertIn("saved", bridge.answer(1)["result"]["text"])
+        bridge.send({"id": 2, "method": "command", "params": {"name": "qmem:config", "args": "", "hasUI": False}})
+        self.assertEqual(bridge.answer(2)["result"]["text"], "cancelled")  # without a UI nothing is asked
+
+    def test_shutdown_and_eof(self):
+        bridge = self.start()
+        bridge.send({"id": 9, "method": "shutdown"})
+        self.assertEqual(bridge.answer(9)["result"], {"ok": True})
+        self.assertEqual(bridge.proc.wait(timeout=30), 0)
+        other = BridgeProcess(self.env, str(REPO))
+        self.addCleanup(other.close)
+        self.assertEqual(other.next()["event"], "ready")
+        other.proc.stdin.close()
+        self.assertEqual(other.proc.wait(timeout=30), 0)
+        self.assertEqual(other.proc.stderr.read(), "")
