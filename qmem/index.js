@@ -18,7 +18,8 @@ import { fileURLToPath } from "node:url";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const TOOL_TIMEOUT_MS = 180_000; // a gateway call is bounded by its own timeouts well below this
-const HOOK_TIMEOUT_MS = 10_000; // recall has its own per-turn budget (recall.timeoutMs)
+// Recall has its own per-turn budget (recall.timeoutMs); QMEM_HOOK_TIMEOUT_MS can lengthen this on slow machines.
+const HOOK_TIMEOUT_MS = Number(process.env.QMEM_HOOK_TIMEOUT_MS) > 0 ? Number(process.env.QMEM_HOOK_TIMEOUT_MS) : 10_000;
 const COMMAND_TIMEOUT_MS = 600_000; // commands may wait for the user in a dialog
 const SHUTDOWN_TIMEOUT_MS = 2_000;
 const BRIDGE_STOPPED = "qmem: the memory bridge stopped; the agent continues without memory until the next session.";
@@ -332,6 +333,7 @@ export default function qmem(pi) {
           bridge.ui = null;
         }
         if (!text) return;
+        // Without a UI (print mode) pi routes an extension's stdout to stderr, keeping its own output clean.
         if (ctx.hasUI) ctx.ui.notify(text, level);
         else process.stdout.write(text + "\n");
       },

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import config as config_mod
-from . import local as local_cli
 from .diagnostics import Warnings
 from .errors import ConfigError, QmemError
 from .gateway import GatewayRefused, GatewayUnavailable
@@ -364,6 +363,10 @@ class PluginSession:
         raise ToolError(f"unknown command {name!r}")
 
     def _local(self, args: str) -> str:
+        # Imported on use: the CLI (argparse, session import) is not needed to answer hooks and
+        # tools, and leaving it out halves the bridge's start-up.
+        from . import local as local_cli
+
         try:
             argv = shlex.split(args)
         except ValueError as exc:

@@ -24,11 +24,10 @@ from typing import Any
 from .errors import QmemError
 from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
     GatewayUnavailable
-from .localindex import Observation, Record
+from .localindex import Observation, Record, observation_from_record
 from .outbox import Outbox, Outcome
 from .records import is_local_id
 from .runtime import Runtime
-from .store import _observation
 
 __all__ = ["flush", "enrich", "pull", "FlushReport", "EnrichReport", "PullReport", "require_gateway"]
 
@@ -160,7 +159,7 @@ def enrich(rt: Runtime, *, everything: bool = False) -> EnrichReport:
         except GatewayRefused:
             report.missing += 1
             continue
-        obs = _observation(record, coverage="full", tool="enrich")
+        obs = observation_from_record(record, coverage="full", state="synced", tool="enrich")
         if obs is not None and rt.index.learn([obs])["updated"]:
             report.updated += 1
     return report
@@ -187,7 +186,7 @@ def _export_observation(item: Any) -> Observation | None:
         if isinstance(record_id, str) and record_id and not is_local_id(record_id):
             return Observation(id=record_id, deleted_at=item["deleted_at"], state="synced", tool="pull")
         return None
-    return _observation(item, coverage="full", tool="pull")
+    return observation_from_record(item, coverage="full", state="synced", tool="pull")
 
 
 def pull(rt: Runtime, *, page_size: int = 200, max_pages: int | None = None) -> PullReport:
