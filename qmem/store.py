@@ -167,6 +167,11 @@ def _unreachable_note(exc: GatewayUnavailable | None) -> str:
     return exc.message
 
 
+def _sentence(text: str) -> str:
+    """``text`` with a capital first letter (str.capitalize would lower-case the rest)."""
+    return text[:1].upper() + text[1:]
+
+
 def _gateway_json(exc: GatewayUnavailable | None) -> dict[str, Any]:
     if exc is None:
         return {"error": "gateway_not_configured"}
@@ -296,7 +301,7 @@ def _local_search(rt: Runtime, body: Mapping[str, Any], failure: GatewayUnavaila
                         f"({exc.message})") from None
     scope = body.get("scope")
     results = [_public(r) for r in found.records if scope is None or r.scope in (scope, None)]
-    header = (f"{_unreachable_note(failure).capitalize()}: {len(results)} lexical result(s) from the LOCAL index "
+    header = (f"{_sentence(_unreachable_note(failure))}: {len(results)} lexical result(s) from the LOCAL index "
               f"(fallback: local_sqlite; no semantic scores — do not apply the 0.45/0.60 thresholds; "
               f"it may be older than the gateway)")
     if found.partial:
@@ -387,7 +392,7 @@ def qmem_meta(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
         snapshot = None
     if snapshot:
         details["last_gateway_meta"] = json.loads(snapshot)  # the gateway's own overview, as last seen
-    return ToolResult(f"{_unreachable_note(failure).capitalize()}; " + _render_meta(meta, "LOCAL index"), details)
+    return ToolResult(f"{_sentence(_unreachable_note(failure))}; " + _render_meta(meta, "LOCAL index"), details)
 
 
 def _render_meta(meta: Mapping[str, Any], source: str) -> str:

@@ -104,6 +104,8 @@ class StoreTests(GatewayTestCase):
         result = qmem_store(rt, ARGS)
         self.assertTrue(result.details["queued"])
         self.assertIn("no Memory Gateway is configured", result.text)
+        found = qmem_search(rt, {"query": "canary"})
+        self.assertTrue(found.text.startswith("No Memory Gateway is configured"))  # not "memory gateway"
 
     def test_duplicate_validation_and_auth_answers(self):
         rt = self.runtime()
