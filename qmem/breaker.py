@@ -144,29 +144,19 @@ class Breaker:
     def check(self) -> Decision:
         """May a call go to the network now?  Claims the probe when the window has passed."""
         document, corrupt = self._read()
-        entry = self._entry(document)
-        now = self._now()
         if corrupt:
             with self._locked():
                 pass  # rewrites the file as closed, with one warning
             return Decision(True)
-        open_until = entry.get("open_until", 0)
-        if not open_until:
-            return Decision(True)
-        if now < open_until:
-            return Decision(False, retry_in_ms=open_until - now)
-        if entry.get("probe_until", 0) > now:
-            return Decision(False, retry_in_ms=entry["probe_until"] - now)
-        with self._locked() as document:
+        decision = _decide(self._entry(document), self._now())
+        if decision is not None:
+            return decision
+        with self._locked() as document:  # the window has passed: claim the probe, once
             entry = self._entry(document)
             now = self._now()
-            open_until = entry.get("open_until", 0)
-            if not open_until:
-                return Decision(True)
-            if now < open_until:
-                return Decision(False, retry_in_ms=open_until - now)
-            if entry.get("probe_until", 0) > now:
-                return Decision(False, retry_in_ms=entry["probe_until"] - now)
+            decision = _decide(entry, now)
+            if decision is not None:
+                return decision
             entry["probe_until"] = now + self.policy.probe_lease_ms
             entry["updated"] = now
             document["endpoints"][self.key] = entry
@@ -232,6 +222,18 @@ class Breaker:
             "endpoints_tracked": len(document["endpoints"]),
             "file_corrupt": corrupt,
         }
+
+
+def _decide(entry: dict[str, int], now: int) -> Decision | None:
+    """The decision an entry implies, or None when the window has passed and a probe may go."""
+    open_until = entry.get("open_until", 0)
+    if not open_until:
+        return Decision(True)
+    if now < open_until:
+        return Decision(False, retry_in_ms=open_until - now)
+    if entry.get("probe_until", 0) > now:
+        return Decision(False, retry_in_ms=entry["probe_until"] - now)
+    return None
 
 
 def _empty() -> dict[str, Any]:
