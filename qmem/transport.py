@@ -366,21 +366,27 @@ class HttpClient:
         deadline.at = time.monotonic() + body_timeout
         status = raw.status
         response_headers = {name.lower(): value for name, value in raw.getheaders()}
+        def abandon() -> None:
+            # The response holds its own reference to the socket: close both, or the socket
+            # lingers until garbage collection.
+            raw.close()
+            conn.close()
+
         try:
             length = raw.length
             if length is not None and length > self.max_response_bytes:
                 raise TransportError(f"the {service}'s answer is too large", kind="too_large", sent=True,
                                      status=status)
             data = self._read_body(raw, status)
-        except TransportError:
-            conn.close()
+        except (TransportError, _Cancelled):
+            abandon()
             raise
         except (socket.timeout, TimeoutError):
-            conn.close()
+            abandon()
             raise TransportError(f"the {service}'s answer did not complete within {body_timeout:g} s",
                                  kind="body_timeout", sent=True, status=status) from None
         except (http.client.IncompleteRead, ConnectionError, OSError, http.client.HTTPException):
-            conn.close()
+            abandon()
             raise TransportError(f"the {service}'s answer was cut off", kind="disconnect", sent=True,
                                  status=status) from None
         if raw.will_close:
