@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
-__all__ = ["CommandParser", "UsageError", "HelpRequested", "Outcome", "emit", "to_json_text"]
+__all__ = ["CommandParser", "UsageError", "HelpRequested", "Outcome", "emit", "to_json_text", "Progress"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -64,3 +65,36 @@ def emit(outcome: Outcome, prog: str, *, stdout: TextIO | None = None, stderr: T
         err.write(f"{prog}: {outcome.error}\n")
         err.flush()
     return outcome.code
+
+
+class Progress:
+    """``done/total`` on stderr, only on a terminal and only once the work has taken a while.
+
+    Call it as ``progress(done, total)``; :meth:`finish` ends the line.  Off a terminal (pipes,
+    files, a host's bridge) it prints nothing, so output stays what the command returns.
+    """
+
+    def __init__(self, label: str, *, stream: TextIO | None = None, after_s: float = 1.0) -> None:
+        self._stream = stream or sys.stderr
+        self._label = label
+        self._enabled = self._stream.isatty()
+        self._started = time.monotonic()
+        self._after = after_s
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        now = time.monotonic()
+        if now - self._started < self._after or (now - self._last < 0.2 and done < total):
+            return
+        self._last = now
+        self._shown = True
+        self._stream.write(f"\r{self._label}: {done}/{total}")
+        self._stream.flush()
+
+    def finish(self) -> None:
+        if self._shown:
+            self._stream.write("\n")
+            self._stream.flush()

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .cli import EXIT_ERROR, EXIT_USAGE, CommandParser, HelpRequested, Outcome, UsageError, emit, to_json_text
+from .cli import EXIT_ERROR, EXIT_USAGE, CommandParser, HelpRequested, Outcome, Progress, UsageError, emit, to_json_text
 from .errors import QmemError
 from .localindex import FindResult, IndexStatus, Record
 from .outbox import QueueReport
@@ -178,7 +178,11 @@ def _cmd_status(rt: Runtime, args: Any) -> tuple[Any, str]:
 
 def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
     roots = [root for root in session_roots(rt.env) if args.host in (None, root.host)]
-    report = SessionImporter(rt.index).run(roots)
+    progress = Progress("importing session files")
+    try:
+        report = SessionImporter(rt.index).run(roots, progress=progress)
+    finally:
+        progress.finish()
     return report.to_json(), render_import(report)
 
 
@@ -230,7 +234,11 @@ def _flush_quietly(rt: Runtime) -> None:
 
 
 def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
-    report = flush(rt)
+    progress = Progress("sending queued records")
+    try:
+        report = flush(rt, progress=progress)
+    finally:
+        progress.finish()
     text = (f"sent {report.sent}: synced {report.synced}, duplicate {report.duplicate}, failed {report.failed}; "
             f"still pending {rt.outbox.pending_count()}")
     if report.stopped:

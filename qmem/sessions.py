@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from hashlib import sha256
@@ -217,24 +217,27 @@ class SessionImporter:
         self.index = index
         self.outbox = Outbox(index)
 
-    def run(self, roots: list[SessionRoot]) -> ImportReport:
+    def run(self, roots: list[SessionRoot], *, progress: Callable[[int, int], None] | None = None) -> ImportReport:
+        """Import every session file under ``roots``; ``progress(done, total)`` is told after each file."""
         report = ImportReport()
         with self.index.reading() as conn:
             known = {row[0]: _FileState(*row[1:]) for row in conn.execute(
                 "SELECT key, size, mtime_ns, inode, offset, head FROM import_files")}
-        for root in roots:
-            for key, path, stat in _discover(root):
-                report.files += 1
-                report.by_host[root.host] = report.by_host.get(root.host, 0) + 1
-                state = known.get(key)
-                if state is not None and (state.size, state.mtime_ns, state.inode) == (
-                        stat.st_size, stat.st_mtime_ns, stat.st_ino):
-                    report.unchanged += 1
-                    continue
-                try:
-                    self._import_file(key, path, stat, state, report)
-                except OSError:
-                    report.unreadable += 1
+        found = [(root, item) for root in roots for item in _discover(root)]
+        for done, (root, (key, path, stat)) in enumerate(found, 1):
+            if progress is not None:
+                progress(done, len(found))
+            report.files += 1
+            report.by_host[root.host] = report.by_host.get(root.host, 0) + 1
+            state = known.get(key)
+            if state is not None and (state.size, state.mtime_ns, state.inode) == (
+                    stat.st_size, stat.st_mtime_ns, stat.st_ino):
+                report.unchanged += 1
+                continue
+            try:
+                self._import_file(key, path, stat, state, report)
+            except OSError:
+                report.unreadable += 1
         return report
 
     def _import_file(self, key: str, path: Path, stat: os.stat_result, state: _FileState | None,

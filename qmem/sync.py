@@ -18,6 +18,7 @@ Promises:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -62,11 +63,15 @@ def _request(record: Record) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
 
-def flush(rt: Runtime, *, batch_size: int = 25) -> FlushReport:
-    """Send the outbox to the gateway until it is empty or the gateway stops answering."""
+def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], None] | None = None) -> FlushReport:
+    """Send the outbox to the gateway until it is empty or the gateway stops answering.
+
+    ``progress(sent, pending at the start)`` is told after each batch.
+    """
     gateway = require_gateway(rt)
     outbox = rt.outbox
     report = FlushReport()
+    total = outbox.pending_count() if progress is not None else 0
     lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     while report.stopped is None:
@@ -87,6 +92,8 @@ def flush(rt: Runtime, *, batch_size: int = 25) -> FlushReport:
         for outcome in outcomes:
             counter = _COUNTERS[outcome.state]
             setattr(report, counter, getattr(report, counter) + 1)
+        if progress is not None:
+            progress(min(report.sent, total), total)
         if all(outcome.state == "pending" for outcome in outcomes):
             break  # only records that wait for others, or the gateway went away
     return report

@@ -164,3 +164,30 @@ class CliTests(TempHomeTestCase):
         self.assertRegex(proc.stderr, r"^qmem-local: .*(read-only|cannot open|writable)")
         self.assertNotIn("Traceback", proc.stderr)
         self.assertEqual(hashlib.sha256((directory / "qmem.sqlite").read_bytes()).hexdigest(), before)
+
+
+class ProgressTests(TempHomeTestCase):
+    def test_only_on_a_terminal_and_only_when_long(self):
+        import io
+
+        from qmem.cli import Progress
+
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        shown = Terminal()
+        progress = Progress("importing", stream=shown, after_s=0)
+        progress(3, 3)
+        progress.finish()
+        self.assertEqual(shown.getvalue(), "\rimporting: 3/3\n")
+        quick = Terminal()
+        progress = Progress("importing", stream=quick, after_s=3600)
+        progress(1, 1)
+        progress.finish()
+        self.assertEqual(quick.getvalue(), "")  # short work prints nothing
+        piped = io.StringIO()
+        progress = Progress("importing", stream=piped, after_s=0)
+        progress(1, 1)
+        progress.finish()
+        self.assertEqual(piped.getvalue(), "")  # not a terminal
