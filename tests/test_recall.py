@@ -127,6 +127,15 @@ class ClientTests(RecallTestCase):
             with self.assertRaises(QdrantError) as caught:
                 client.collection_info()
             self.assertIn(fragment, str(caught.exception))  # plain-text 401 bodies are understood
+        legacy = FakeQdrant(keys={READ_KEY: "r"}, auth_style="legacy").start()  # Qdrant <= 1.8: text 403
+        self.addCleanup(legacy.stop)
+        legacy.create_collection("qmem_memories", size=DIM)
+        old_client = ReadOnlyQdrant(legacy.url, "qmem_memories", api_key="wrong", search_endpoint="search",
+                                    timeout_s=2)
+        self.addCleanup(old_client.close)
+        with self.assertRaises(QdrantError) as caught:
+            old_client.collection_info()
+        self.assertIn("403", str(caught.exception))
         missing = ReadOnlyQdrant(self.qdrant.url, "nope", api_key=READ_KEY, search_endpoint="search", timeout_s=2)
         self.addCleanup(missing.close)
         with self.assertRaises(QdrantError) as caught:
