@@ -118,7 +118,7 @@ class ReadOnlyQdrant:
             raise ValueError("search_endpoint must be 'search' or 'query'")
         headers = {"api-key": api_key} if api_key else {}
         self.__http = HttpClient(url, connect_timeout=timeout_s, body_timeout=timeout_s, headers=headers,
-                                 service="Qdrant")
+                                 service="Qdrant server")
         self.__collection_path = f"/collections/{quote(collection, safe='')}"
         self.__search_path = f"{self.__collection_path}/points/{search_endpoint}"
         self.__endpoint = search_endpoint

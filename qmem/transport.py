@@ -233,7 +233,7 @@ class HttpClient:
 
     ``connect_timeout`` and ``body_timeout`` are in seconds.  ``headers`` are sent with
     every request (an ``Authorization`` header lives here, never in a message).  The
-    ``service`` name ("gateway", "Qdrant" …) is the only identity errors mention.
+    ``service`` name ("Memory Gateway", "Qdrant server" …) is the only identity errors mention.
     """
 
     def __init__(self, base_url: str, *, connect_timeout: float, body_timeout: float,
