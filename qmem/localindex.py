@@ -694,7 +694,9 @@ class LocalIndex:
 
     def status(self) -> IndexStatus:
         with self.reading() as conn:
-            one = lambda sql, *a: conn.execute(sql, a).fetchone()[0]  # noqa: E731
+            def one(sql: str) -> Any:
+                return conn.execute(sql).fetchone()[0]
+
             total = one("SELECT count(*) FROM records")
             partial = one("SELECT count(*) FROM records WHERE coverage = 'partial'")
             hidden = {
