@@ -249,15 +249,21 @@ def _describe_layout(layout: CollectionLayout, vector_name: str | None) -> dict[
             "points": layout.points, "indexes": dict(sorted(layout.indexes.items()))}
 
 
+def _read_layout(client: AdminQdrant | SourceProjection) -> tuple[CollectionLayout | None, dict[str, Any]]:
+    """The collection's layout (None: it does not exist), or why it could not be read; closes the client."""
+    try:
+        return client.collection_info(), {"reachable": True}
+    except QmemError as exc:
+        return None, {"reachable": False, "error": exc.message}
+    finally:
+        client.close()
+
+
 def _destination_status(ctx: AdminContext) -> dict[str, Any]:
     report: dict[str, Any] = {"collection": ctx.recall.collection, "key": _key_state("admin_qdrant", ctx.env)}
-    destination = ctx.destination()
-    try:
-        layout = destination.collection_info()
-    except QmemError as exc:
-        return {**report, "reachable": False, "error": exc.message}
-    finally:
-        destination.close()
+    layout, reached = _read_layout(ctx.destination())
+    if not reached["reachable"]:
+        return {**report, **reached}
     if layout is None:
         return {**report, "reachable": True, "exists": False,
                 "problems": ["the collection does not exist; run `python -m qmem.admin init`"]}
@@ -267,13 +273,9 @@ def _destination_status(ctx: AdminContext) -> dict[str, Any]:
 
 def _source_status(ctx: AdminContext, url: str, collection: str) -> dict[str, Any]:
     report: dict[str, Any] = {"checked": True, "collection": collection, "key": _key_state("source_qdrant", ctx.env)}
-    source = ctx.source(url, collection)
-    try:
-        layout = source.collection_info()
-    except QmemError as exc:
-        return {**report, "reachable": False, "error": exc.message}
-    finally:
-        source.close()
+    layout, reached = _read_layout(ctx.source(url, collection))
+    if not reached["reachable"]:
+        return {**report, **reached}
     if layout is None:
         return {**report, "reachable": True, "exists": False, "problems": ["the source collection does not exist"]}
     recall = ctx.recall

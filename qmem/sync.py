@@ -43,8 +43,15 @@ def require_gateway(rt: Runtime) -> GatewayClient:
     return gateway
 
 
+class _Report:
+    """What the reports below share: they are dataclasses of counts, and JSON is their fields."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+
+
 @dataclass
-class FlushReport:
+class FlushReport(_Report):
     sent: int = 0
     synced: int = 0
     duplicate: int = 0
@@ -52,8 +59,6 @@ class FlushReport:
     left_pending: int = 0
     stopped: str | None = None  # why the run ended early (the gateway became unreachable …)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _request(record: Record) -> dict[str, Any]:
@@ -133,14 +138,12 @@ def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: di
 
 
 @dataclass
-class EnrichReport:
+class EnrichReport(_Report):
     checked: int = 0
     updated: int = 0
     missing: int = 0  # the gateway has no such record (any more); the local copy is kept
     stopped: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def enrich(rt: Runtime, *, everything: bool = False) -> EnrichReport:
@@ -173,7 +176,7 @@ def enrich(rt: Runtime, *, everything: bool = False) -> EnrichReport:
 
 
 @dataclass
-class PullReport:
+class PullReport(_Report):
     pages: int = 0
     items: int = 0
     added: int = 0
@@ -181,8 +184,6 @@ class PullReport:
     tombstones: int = 0
     stopped: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _export_observation(item: Any) -> Observation | None:

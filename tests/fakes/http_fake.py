@@ -180,51 +180,27 @@ class Fault:
         return cls(kind="hang", **common)
 
     @classmethod
-    def stall_body(
-        cls,
-        body: Any = None,
-        *,
-        sent_bytes: int | None = None,
-        status: int = 200,
-        content_type: str | None = None,
-        **common: Any,
-    ) -> Fault:
+    def stall_body(cls, body: Any = None, *, sent_bytes: int | None = None, status: int = 200,
+                   content_type: str | None = None, **common: Any) -> Fault:
         """Headers + part of the body, then block until ``stop()``.
 
         With ``when="before"`` the answer is ``status`` with ``body`` (default:
         a small JSON document); with ``when="after"`` it is the real answer.
         ``sent_bytes`` (default: half the body) body bytes are written.
         """
-        raw, ctype = _encode_body(body, content_type)
-        return cls(
-            kind="stall_body",
-            status_code=status,
-            body=raw,
-            content_type=ctype,
-            sent_bytes=sent_bytes,
-            **common,
-        )
+        return cls._partial_body("stall_body", body, sent_bytes, status, content_type, common)
 
     @classmethod
-    def disconnect_mid_body(
-        cls,
-        body: Any = None,
-        *,
-        sent_bytes: int | None = None,
-        status: int = 200,
-        content_type: str | None = None,
-        **common: Any,
-    ) -> Fault:
+    def disconnect_mid_body(cls, body: Any = None, *, sent_bytes: int | None = None, status: int = 200,
+                            content_type: str | None = None, **common: Any) -> Fault:
         """Headers with ``Content-Length: N``, fewer than N bytes, then close."""
+        return cls._partial_body("disconnect_mid_body", body, sent_bytes, status, content_type, common)
+
+    @classmethod
+    def _partial_body(cls, kind: str, body: Any, sent_bytes: int | None, status: int, content_type: str | None,
+                      common: dict[str, Any]) -> Fault:
         raw, ctype = _encode_body(body, content_type)
-        return cls(
-            kind="disconnect_mid_body",
-            status_code=status,
-            body=raw,
-            content_type=ctype,
-            sent_bytes=sent_bytes,
-            **common,
-        )
+        return cls(kind=kind, status_code=status, body=raw, content_type=ctype, sent_bytes=sent_bytes, **common)
 
     @classmethod
     def close_without_response(cls, **common: Any) -> Fault:
