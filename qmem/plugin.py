@@ -257,6 +257,7 @@ class PluginSession:
         self._runtime: Runtime | None = None
         self._recall: Recall | None = None
         self._flusher: threading.Thread | None = None
+        self._rules: str | None = None
 
     # -- services, opened on first use
 
@@ -332,14 +333,20 @@ class PluginSession:
             thread.join(timeout)
 
     def system_prompt_addition(self, active_tools: Sequence[str] | None) -> str | None:
-        """The rules block, if any qmem tool is active (None: the host did not say, assume active)."""
+        """The rules block, if any qmem tool is active (None: the host did not say, assume active).
+
+        Built once per session: the host calls this before every prompt, and neither the
+        project nor the machine changes meanwhile.
+        """
         if active_tools is not None and not any(name in TOOL_NAMES for name in active_tools):
             return None
-        try:
-            project = self.runtime.config.recall.project or current_project(self.cwd)
-        except ConfigError:
-            project = current_project(self.cwd)
-        return rules_block(project, *machine_identity())
+        if self._rules is None:
+            try:
+                project = self.runtime.config.recall.project or current_project(self.cwd)
+            except ConfigError:
+                project = current_project(self.cwd)
+            self._rules = rules_block(project, *machine_identity())
+        return self._rules
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
                 cancel: threading.Event | None = None) -> list[Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError, LocalIndexError, QmemError
@@ -223,7 +223,7 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
         except LocalIndexError:
             raise ToolError("supersedes_id names a local record that is not in this machine's outbox") from None
         if state == "synced":
-            record = NewRecord(**{**record.__dict__, "supersedes_id": current})
+            record = replace(record, supersedes_id=current)
     local_id = new_local_id()
     gateway = rt.gateway
     failure: GatewayUnavailable | None = None

@@ -97,6 +97,8 @@ class SessionTests(TempHomeTestCase):
         self.assertIn(plugin.machine_identity()[0], block)
         self.assertIsNone(session.system_prompt_addition(["read", "bash"]))
         self.assertIsNotNone(session.system_prompt_addition(None))
+        # Built once per session, not re-read from the disk before every prompt.
+        self.assertIs(session.system_prompt_addition(None), block)
 
     def test_tools_through_the_session(self):
         session, _ = self.session()
