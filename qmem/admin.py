@@ -57,7 +57,7 @@ from .cli import (
     to_json_text,
 )
 from .config import RecallConfig
-from .errors import InputError, QmemError
+from .errors import ConfigError, InputError, QmemError
 from .hermesimport import (
     PROFILES,
     Accepted,
@@ -152,6 +152,8 @@ class AdminContext:
         return {"connect_timeout": c.connect_timeout_ms / 1000, "body_timeout": c.timeout_ms / 1000}
 
     def destination(self) -> AdminQdrant:
+        if self.recall.qdrant_url is None:
+            raise ConfigError("the admin CLI writes to the recall collection: set recall.qdrantUrl in the config file")
         return AdminQdrant(self.recall.qdrant_url, self.recall.collection,
                            api_key=config_mod.credential("admin_qdrant", self.env), **self.timeouts())
 
@@ -288,7 +290,9 @@ def _source_status(ctx: AdminContext, url: str, collection: str) -> dict[str, An
 
 def _runtime_status(ctx: AdminContext) -> dict[str, Any]:
     recall = ctx.recall
-    report: dict[str, Any] = {"recall_enabled": recall.enabled, "key": _key_state("qdrant", ctx.env)}
+    report: dict[str, Any] = {"recall_enabled": recall.active, "key": _key_state("qdrant", ctx.env)}
+    if recall.qdrant_url is None:
+        return {**report, "healthz": None, "collection_readable": None, "error": "recall is not configured"}
     client = ReadOnlyQdrant(recall.qdrant_url, recall.collection, api_key=config_mod.credential("qdrant", ctx.env),
                             search_endpoint=recall.search_endpoint, timeout_s=recall.timeout_ms / 1000)
     try:
@@ -538,7 +542,9 @@ def _import_request(ctx: AdminContext, args: Any) -> ImportRequest:
         raise UsageError("--batch-size must be between 1 and 1000")
     url = _source_url_argument(args.source_url)
     collection = _name_argument(args.source_collection, "--source-collection", _NAME)
-    if (endpoint_identity(url), collection) == (endpoint_identity(ctx.recall.qdrant_url), ctx.recall.collection):
+    destination = ctx.recall.qdrant_url
+    if destination is not None and (endpoint_identity(url), collection) == (endpoint_identity(destination),
+                                                                             ctx.recall.collection):
         raise UsageError("the source is the destination collection itself; import from the Hermes collection")
     project = _name_argument(args.project, "--project", _NAME) if args.project is not None else None
     if args.source_model is None:

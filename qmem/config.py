@@ -23,9 +23,11 @@ Promises:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +36,16 @@ from urllib.parse import urlsplit
 
 from .atomicfile import write_atomic
 from .errors import ConfigError
+from .secretscan import scan
 
 __all__ = [
     "Config",
     "RecallConfig",
     "Paths",
     "load_config",
+    "read_config_document",
+    "setting_sources",
+    "shown_key",
     "parse_config",
     "save_config",
     "update_config",
@@ -65,14 +71,18 @@ SEARCH_ENDPOINTS = ("search", "query")
 
 @dataclass(frozen=True)
 class RecallConfig:
-    """The ``recall`` section: the curated Qdrant collection and its embeddings."""
+    """The ``recall`` section: the curated Qdrant collection and its embeddings.
+
+    The two URLs have no defaults: recall is off until the user writes both (a prompt must
+    never go to a port nobody named), and then on unless ``enabled`` is false.
+    """
 
     enabled: bool = True
-    qdrant_url: str = "http://127.0.0.1:6333"
+    qdrant_url: str | None = None
     collection: str = "qmem_memories"
     search_endpoint: str = "search"
     vector_name: str | None = None
-    embeddings_url: str = "http://127.0.0.1:11434/v1"
+    embeddings_url: str | None = None
     embedding_model: str = "bge-m3"
     dimension: int = 1024
     distance: str = "Cosine"
@@ -80,6 +90,16 @@ class RecallConfig:
     max_chars: int = 8000
     timeout_ms: int = 3000
     project: str | None = None
+
+    @property
+    def configured(self) -> bool:
+        """Both service URLs are written in the config file."""
+        return self.qdrant_url is not None and self.embeddings_url is not None
+
+    @property
+    def active(self) -> bool:
+        """Recall runs: configured and not switched off."""
+        return self.enabled and self.configured
 
 
 @dataclass(frozen=True)
@@ -137,11 +157,11 @@ _TOP_KEYS: dict[str, _Key] = {
 
 _RECALL_KEYS: dict[str, _Key] = {
     "enabled": _Key("enabled", "bool"),
-    "qdrantUrl": _Key("qdrant_url", "url"),
+    "qdrantUrl": _Key("qdrant_url", "url", nullable=True),
     "collection": _Key("collection", "str", pattern=_NAME),
     "searchEndpoint": _Key("search_endpoint", "choice", choices=SEARCH_ENDPOINTS),
     "vectorName": _Key("vector_name", "str", nullable=True, pattern=_NAME),
-    "embeddingsUrl": _Key("embeddings_url", "url"),
+    "embeddingsUrl": _Key("embeddings_url", "url", nullable=True),
     "embeddingModel": _Key("embedding_model", "str", pattern=r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}"),
     "dimension": _Key("dimension", "int", minimum=1, maximum=65_536),
     "distance": _Key("distance", "choice", choices=DISTANCES),
@@ -178,32 +198,82 @@ def _variable_for_secret(path: tuple[str, ...]) -> str:
     return CREDENTIAL_VARIABLES[role][0]
 
 
-def _reject_secret_keys(value: Any, path: tuple[str, ...] = ()) -> None:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            here = path + (str(key),)
-            if _looks_secret(str(key)):
-                raise ConfigError(
-                    f"config key {'.'.join(here)!r} looks like a credential; credentials are read "
-                    f"only from the environment: remove it and export {_variable_for_secret(here)} instead"
-                )
-            _reject_secret_keys(child, here)
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            _reject_secret_keys(child, path + (f"[{index}]",))
+#: Config documents are two levels deep; anything far deeper is refused before it is walked.
+MAX_DEPTH = 16
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
+
+
+def shown_key(key: str) -> str:
+    """``key`` as a message may show it: a plain name, never something that may be a token.
+
+    Unknown keys are echoed so the user can find them, but a key name is user text: a token
+    pasted as a key, or an opaque name, is described instead of shown.
+    """
+    if _PLAIN_KEY.fullmatch(key) and not scan(key) and sum(ch.isdigit() for ch in key) <= 4:
+        return key
+    return f"<a {len(key)}-character name, not shown>"
+
+
+def _label(path: tuple[str, ...]) -> str:
+    return ".".join(shown_key(part) if not part.startswith("[") else part for part in path)
+
+
+def _reject_secret_keys(value: Any) -> None:
+    """Refuse secret-like key names at any depth (and absurd nesting), without recursion."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise ConfigError(f"the config file is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            for key, child in node.items():
+                here = path + (str(key),)
+                if _looks_secret(str(key)):
+                    raise ConfigError(
+                        f"config key {_label(here)!r} looks like a credential; credentials are read "
+                        f"only from the environment: remove it and export {_variable_for_secret(here)} instead"
+                    )
+                stack.append((child, here))
+        elif isinstance(node, list):
+            stack.extend((child, path + (f"[{index}]",)) for index, child in enumerate(node))
+
+
+# Characters a URL must never carry: controls, format (zero-width, bidi), separators, surrogates,
+# private use and unassigned code points.  U+0085, U+2028, U+200B, U+202E … are all here.
+_BAD_URL_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Cs", "Co", "Cn"})
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def _check_host(host: str, name: str) -> None:
+    """A host name that resolvers accept: an IP literal, or IDNA-encodable labels of 1–63 characters."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ConfigError(f"{name} has a host name that is not valid (empty, too long or not IDNA-encodable)") \
+            from None
+    labels = ascii_host[:-1].split(".") if ascii_host.endswith(".") else ascii_host.split(".")
+    if len(ascii_host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        raise ConfigError(f"{name} has a host name that is not valid (empty, too long or not IDNA-encodable)")
 
 
 def validate_url(value: object, *, name: str) -> str:
     """Check that ``value`` is a plain http(s) base URL and return it without a trailing slash.
 
-    Refused: other schemes, no host, userinfo (``user:pass@``), a query or fragment
-    (where tokens hide), whitespace or control characters, a bad port.  The message
-    names ``name`` but never echoes the value, which may hold a secret.
+    Refused: other schemes, no host or a host a resolver would reject (empty labels,
+    ``a..b.example``, labels over 63 characters, anything IDNA cannot encode), userinfo
+    (``user:pass@``), a query or fragment (where tokens hide), any control, format,
+    separator or unassigned character (U+0085, U+2028, U+200B, U+202E …), a bad port.
+    The message names ``name`` but never echoes the value, which may hold a secret.
     """
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be a non-empty URL string")
-    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
-        raise ConfigError(f"{name} must not contain spaces or control characters")
+    if any(unicodedata.category(ch) in _BAD_URL_CATEGORIES for ch in value):
+        raise ConfigError(f"{name} must not contain spaces, control, invisible or separator characters")
     try:
         parts = urlsplit(value)
         port = parts.port
@@ -221,11 +291,12 @@ def validate_url(value: object, *, name: str) -> str:
         raise ConfigError(f"{name} must not have a fragment")
     if port == 0:
         raise ConfigError(f"{name} has an invalid port")
+    _check_host(parts.hostname, name)
     return value.rstrip("/")
 
 
 def _check_value(key: str, spec: _Key, value: Any, where: str) -> Any:
-    label = f"{where}{key}"
+    label = f"{where}{key}"  # a known key: safe to show
     if value is None:
         if spec.nullable:
             return None
@@ -267,7 +338,7 @@ def _check_section(raw: Mapping[str, Any], keys: Mapping[str, _Key], where: str)
         spec = keys.get(key)
         if spec is None:
             known = ", ".join(sorted(keys))
-            raise ConfigError(f"unknown config key {where + key!r} (known keys: {known})")
+            raise ConfigError(f"unknown config key {where + shown_key(str(key))!r} (known keys: {known})")
         values[spec.attr] = _check_value(key, spec, value, where)
     return values
 
@@ -309,6 +380,8 @@ def _read_document(path: Path) -> dict[str, Any] | None:
         raise ConfigError(
             f"the config file {path.name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise ConfigError(f"the config file {path.name} is nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(document, dict):
         raise ConfigError(f"the config file {path.name} must hold a JSON object")
     return document
@@ -336,10 +409,46 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     return base / "qmem" / "config.json"
 
 
+def read_config_document(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The config file's JSON object as written (not validated), or None when there is none.
+
+    ``$QMEM_CONFIG`` is an explicit choice: naming a file that does not exist is an error,
+    never a silent fall-back to defaults.
+    """
+    env = os.environ if env is None else env
+    path = config_path(env)
+    document = _read_document(path)
+    if document is None and (env.get("QMEM_CONFIG") or "").strip():
+        raise ConfigError(f"QMEM_CONFIG names a config file that does not exist ({path.name}); "
+                          f"create it or unset QMEM_CONFIG")
+    return document
+
+
 def load_config(env: Mapping[str, str] | None = None) -> Config:
     """Read and validate the config file; defaults when it does not exist."""
-    document = _read_document(config_path(env))
+    document = read_config_document(env)
     return parse_config(document) if document is not None else Config()
+
+
+#: Settings the environment can override, and the variable that does it.
+_ENV_OVERRIDES = {"localDbPath": "QMEM_SQLITE"}
+
+
+def setting_sources(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting in effect comes from: ``default``, ``file`` or ``environment (VAR)``.
+
+    Keys are the config's camelCase names, dotted for the recall section (``recall.limit``).
+    Raises ConfigError like :func:`load_config`.
+    """
+    env = os.environ if env is None else env
+    document = read_config_document(env) or {}
+    recall = document.get("recall") if isinstance(document.get("recall"), dict) else {}
+    sources = {key: "file" if key in document else "default" for key in _TOP_KEYS}
+    sources.update({f"recall.{key}": "file" if key in recall else "default" for key in _RECALL_KEYS})
+    for key, variable in _ENV_OVERRIDES.items():
+        if (env.get(variable) or "").strip():
+            sources[key] = f"environment ({variable})"
+    return sources
 
 
 def resolve_paths(config: Config | None = None, env: Mapping[str, str] | None = None) -> Paths:

@@ -24,7 +24,10 @@ SENTENCES: dict[str, str] = {
     "formatting": "qmem: recalled memories could not be formatted and were left out.",
     "cache": "qmem: the recall cache failed; memories will be fetched again.",
     "host": "qmem: the host could not be identified as pi or Prime; automatic recall is off.",
-    "configuration": "qmem: the configuration is invalid; run `python -m qmem.admin status --json` for details.",
+    "configuration": "qmem: the configuration is invalid; run `python3 -m qmem.local doctor` for details.",
+    "recall_not_configured": "qmem: memory recall is not configured (write recall.qdrantUrl and "
+                             "recall.embeddingsUrl in the config file to turn it on).",
+    "recall_disabled": "qmem: memory recall is switched off in the config file (recall.enabled).",
     "gateway": "qmem: the Memory Gateway is unreachable; using the local index and the outbox.",
     "breaker": "qmem: the circuit-breaker state file was unreadable and has been reset.",
     "breaker_storage": "qmem: the circuit-breaker state cannot be saved; each process will probe on its own.",

@@ -249,6 +249,7 @@ class Recall:
     def _clients(self) -> tuple[ReadOnlyQdrant, EmbeddingsClient]:
         cfg = self.settings.config
         timeout = cfg.timeout_ms / 1000
+        assert cfg.qdrant_url is not None and cfg.embeddings_url is not None  # search() checked
         if self._qdrant is None:
             self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
                                           api_key=config_mod.credential("qdrant", self.rt.env),
@@ -265,10 +266,12 @@ class Recall:
     def search(self, query: str, *, limit: int, cancel: threading.Event | None = None) -> list[Excerpt]:
         """Embed ``query``, search both lanes, keep only eligible points.  Raises RecallError."""
         host = self.settings.host
+        if not self.settings.config.configured:
+            raise RecallError("recall is not configured", category="recall_not_configured")
         if host is None:
             raise RecallError("the host is not identified as pi or prime", category="host")
         if not self.settings.config.enabled:
-            raise RecallError("recall is disabled in the configuration", category="configuration")
+            raise RecallError("recall is disabled in the configuration", category="recall_disabled")
         deadline = time.monotonic() + self.settings.config.timeout_ms / 1000
 
         def budget() -> float:
@@ -314,10 +317,12 @@ class Recall:
                 cancel: threading.Event | None = None) -> list[Any]:
         """The host's context hook: the messages for this LLM call, with at most one recall block."""
         try:
+            if not self.settings.config.active:
+                return without_recall(messages)  # off or not configured: nothing sent, nothing said
             allowed, warning = auto_recall_gate(self.settings.host, rlm_depth, depth_given=depth_given)
             if warning:
                 self.rt.warnings.warn(warning)
-            if not allowed or not self.settings.config.enabled:
+            if not allowed:
                 return without_recall(messages)
             prompt = prompt_of(messages)
             if prompt is None:
