@@ -1,55 +1,129 @@
-"""Where the real hosts for end-to-end tests live, and why a test skips without them.
+"""Where the real hosts for end-to-end tests live, which tests need each, and why a test skips without one.
 
-``.ci/run`` installs the pinned hosts into ``.cache/hosts/`` (npm and pip need the
-network, which tests themselves never use) and marks each complete install with an
-``.installed`` file.  Environment overrides: ``QMEM_TEST_PI``
-(a ``pi`` executable), ``QMEM_TEST_MCP_PYTHON`` (a Python with the ``mcp`` SDK),
-``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``).
+``.ci/run`` installs the pinned hosts into ``.cache/hosts/`` (``$QMEM_TEST_HOSTS`` moves that
+directory; npm and pip need the network, which tests themselves never use) and marks each
+complete install with an ``.installed`` file.  Under ``CI=true`` a host whose marker exists
+must run its tests: :mod:`tests.hostguard` turns a skip in them into a failure.
+
+Environment overrides, each naming an executable: ``QMEM_TEST_PI`` (``pi``), ``QMEM_TEST_PRIME``
+(``prime-agent``; Node ≥ 22.8 must then be the first ``node`` on PATH), ``QMEM_TEST_PRIME_KERNEL``
+(a Python with Prime's kernel runtime), ``QMEM_TEST_MCP_PYTHON`` (a Python with the ``mcp``
+SDK), ``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``).  A host named by its
+override counts as installed.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .support import REPO
 
-HOSTS = REPO / ".cache" / "hosts"
+HOSTS = Path(os.environ.get("QMEM_TEST_HOSTS") or REPO / ".cache" / "hosts")
 PI_VERSION = "0.73.1"
+PRIME_VERSION = "0.8.0"
 MCP_VERSION = "2.3.0"
 HERMES_VERSION = "0.19.0"
 
 PI_INSTALL = (f"npm install --prefix .cache/hosts/pi-{PI_VERSION} "
               f"@mariozechner/pi-coding-agent@{PI_VERSION}")
+PRIME_INSTALL = f"../shared/hosts/prime-agent-{PRIME_VERSION}/install.sh .cache/hosts/prime-agent-{PRIME_VERSION}"
+
+
+@dataclass(frozen=True)
+class Host:
+    """A real host that ``.ci/run`` installs, and the tests that need it.
+
+    ``tests`` are test id prefixes (a module, or ``module.Class``); a test belongs to the host
+    with the longest matching prefix.
+    """
+
+    directory: str  # under root
+    override: str  # environment variable naming the host's executable
+    tests: tuple[str, ...]
+    root: Path = HOSTS
+
+    @property
+    def marker(self) -> Path:
+        return self.root / self.directory / ".installed"
+
+    def installed(self, env: Mapping[str, str] | None = None) -> bool:
+        env = os.environ if env is None else env
+        return bool(env.get(self.override)) or self.marker.exists()
+
+
+PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host",))
+PRIME = Host(f"prime-agent-{PRIME_VERSION}", "QMEM_TEST_PRIME", ("tests.test_prime_host",))
+PRIME_KERNEL = Host(f"prime-kernel-{PRIME_VERSION}", "QMEM_TEST_PRIME_KERNEL",
+                    ("tests.test_prime_host.PrimeKernelTests",))
+MCP = Host("mcp-venv", "QMEM_TEST_MCP_PYTHON", ("tests.test_mcp",))
+HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes",))
+REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, HERMES)
+
+
+def _override(host: Host) -> tuple[Path | None, str] | None:
+    value = os.environ.get(host.override)
+    if not value:
+        return None
+    return (Path(value), "") if Path(value).exists() else (None, f"{host.override}={value} does not exist")
 
 
 def pi_executable() -> tuple[Path | None, str]:
     """(path to pi, reason when None)."""
-    override = os.environ.get("QMEM_TEST_PI")
+    override = _override(PI)
     if override:
-        return (Path(override), "") if Path(override).exists() else (None, f"QMEM_TEST_PI={override} does not exist")
+        return override
     if shutil.which("node") is None:
         return None, "node is not installed, so pi cannot run"
-    path = HOSTS / f"pi-{PI_VERSION}" / "node_modules" / ".bin" / "pi"
-    if not path.exists() or not (HOSTS / f"pi-{PI_VERSION}" / ".installed").exists():
+    path = HOSTS / PI.directory / "node_modules" / ".bin" / "pi"
+    if not path.exists() or not PI.marker.exists():
         return None, f"pi {PI_VERSION} is not installed for the tests: run .ci/run or `{PI_INSTALL}`"
     return path, ""
 
 
-def venv_python(name: str, env_var: str, install: str) -> tuple[Path | None, str]:
-    override = os.environ.get(env_var)
+@dataclass(frozen=True)
+class PrimeInstall:
+    node: Path  # the Node that runs Prime: its directory goes first on PATH
+    prime: Path  # the prime-agent executable (a `#!/usr/bin/env node` script)
+
+
+def prime_executable() -> tuple[PrimeInstall | None, str]:
+    """(node and prime-agent, reason when None)."""
+    override = _override(PRIME)
     if override:
-        return (Path(override), "") if Path(override).exists() else (None, f"{env_var}={override} does not exist")
-    path = HOSTS / name / "bin" / "python"
-    if not path.exists() or not (HOSTS / name / ".installed").exists():
-        return None, f"{name} is not installed for the tests: run .ci/run ({install})"
+        path, reason = override
+        node = shutil.which("node")
+        if path is None or node is None:
+            return None, reason or "QMEM_TEST_PRIME is set but no node is on PATH"
+        return PrimeInstall(Path(node), path), ""
+    root = HOSTS / PRIME.directory
+    install = PrimeInstall(root / "node" / "bin" / "node", root / "prime" / "node_modules" / ".bin" / "prime-agent")
+    if not (install.node.exists() and install.prime.exists() and PRIME.marker.exists()):
+        return None, f"prime-agent {PRIME_VERSION} is not installed for the tests: run .ci/run or `{PRIME_INSTALL}`"
+    return install, ""
+
+
+def venv_python(host: Host, install: str) -> tuple[Path | None, str]:
+    override = _override(host)
+    if override:
+        return override
+    path = HOSTS / host.directory / "bin" / "python"
+    if not path.exists() or not host.marker.exists():
+        return None, f"{host.directory} is not installed for the tests: run .ci/run ({install})"
     return path, ""
 
 
+def prime_kernel_python() -> tuple[Path | None, str]:
+    """Prime's IPython kernel (``PRIME_AGENT_KERNEL_PYTHON``), which runs ``rlm(...)`` sub-agents."""
+    return venv_python(PRIME_KERNEL, "a venv with ipykernel, Prime's prime-agent-runtime and its default packages")
+
+
 def mcp_python() -> tuple[Path | None, str]:
-    return venv_python("mcp-venv", "QMEM_TEST_MCP_PYTHON", f"pip install mcp=={MCP_VERSION}")
+    return venv_python(MCP, f"pip install mcp=={MCP_VERSION}")
 
 
 def hermes_python() -> tuple[Path | None, str]:
-    return venv_python("hermes-venv", "QMEM_TEST_HERMES_PYTHON", f"pip install hermes-agent=={HERMES_VERSION}")
+    return venv_python(HERMES, f"pip install hermes-agent=={HERMES_VERSION}")

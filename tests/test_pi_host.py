@@ -7,45 +7,21 @@ session file, pi's stderr and the fakes' state.
 """
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 import uuid
-from pathlib import Path
 
 from qmem.localindex import LocalIndex
 
-from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, embed_text, refused_url
-from .fakes.llm import FakeLLM, Reply, after_last_assistant, text_of
+from .fakes import refused_url
+from .hostbench import GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, recall_blocks
 from .hosts import pi_executable
-from .support import REPO, clean_env
-
-DIM = 64
-BLOCK = '<memory-context trust="untrusted">'
-RECALLED = "Blue green deploys of e2eproj happen on Tuesdays after the canary"
-QMEM_TOOLS = {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get", "memory_search"}
 
 
-def script(body):
-    """STORE <text> → a qmem_store call; after a tool result → "done: …"; else a greeting."""
-    tail = after_last_assistant(body)
-    tool_results = [m for m in tail if m.get("role") == "tool"]
-    if tool_results:
-        return Reply(text="done: " + text_of(tool_results[-1].get("content"))[:200])
-    user = [text_of(m.get("content")) for m in tail if m.get("role") == "user"]
-    prompt = next((text for text in user if not text.startswith(BLOCK)), "")
-    if prompt.startswith("STORE "):
-        return Reply(tool_calls=[("qmem_store", {"text": prompt[6:], "project_id": "e2eproj", "kind": "fact"})])
-    return Reply(text="hello from the fake llm")
+class PiHostTests(AgentHostTestCase):
+    AGENT_DIR = ".pi/agent"
 
-
-def ignore_caches(directory, names):
-    return [name for name in names if name == "__pycache__"]
-
-
-class PiHostTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.pi, reason = pi_executable()
@@ -53,48 +29,8 @@ class PiHostTests(unittest.TestCase):
             raise unittest.SkipTest(reason)
 
     def setUp(self):
-        self.home = Path(tempfile.mkdtemp(prefix="qmem-pi-"))
-        self.addCleanup(shutil.rmtree, self.home, True)
-        self.llm = FakeLLM(script).start()
-        self.gateway = FakeGateway(api_key="gw-key").start()
-        self.qdrant = FakeQdrant(keys={"read-key": "r"}).start()
-        self.embeddings = FakeEmbeddings(models={"bge-m3": DIM}).start()
-        for fake in (self.llm, self.gateway, self.qdrant, self.embeddings):
-            self.addCleanup(fake.stop)
-        self.qdrant.create_collection("qmem_memories", size=DIM)
-        for point, host in ((1, "pi"), (2, "prime")):
-            self.qdrant.add_point("qmem_memories", point, embed_text(RECALLED, DIM), {
-                "host": host, "status": "active", "secret_scan": "passed", "text": f"{RECALLED} ({host})",
-                "project": "e2eproj", "source_type": "hermes", "source_collection": "hermes_memories",
-                "source_id": str(point), "import_run_id": "cd" * 32, "transform_version": "hermes-v1",
-                "created_at": "2026-01-01T00:00:00Z"})
-        self.work = self.home / "work" / "e2eproj"
-        (self.work / ".git").mkdir(parents=True)
-        agent = self.home / ".pi" / "agent"
-        agent.mkdir(parents=True)
-        (agent / "models.json").write_text(json.dumps({"providers": {"fake": {
-            "baseUrl": self.llm.url + "/v1", "api": "openai-completions", "apiKey": "sk-fake",
-            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-            "models": [{"id": "fake-model", "contextWindow": 32000, "maxTokens": 1024}]}}}))
-        (agent / "settings.json").write_text(json.dumps({
-            "defaultProvider": "fake", "defaultModel": "fake-model", "quietStartup": True,
-            "retry": {"enabled": False, "provider": {"maxRetries": 0}}, "compaction": {"enabled": False}}))
-        self.env = clean_env(self.home, PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1", QMEM_PYTHON=sys.executable,
-                             QMEM_GATEWAY_API_KEY="gw-key", QMEM_QDRANT_API_KEY="read-key")
-        del self.env["PYTHONPATH"]  # the shim must find qmem on its own
-        self.configure(self.gateway.url)
-
-    def configure(self, url):
-        path = self.home / ".config" / "qmem" / "config.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"url": url, "connectTimeoutMs": 5000, "timeoutMs": 5000, "recall": {
-            "qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url, "dimension": DIM,
-            "timeoutMs": 5000}}))
-
-    def install(self, agent_dir=".pi/agent"):
-        target = self.home / agent_dir / "extensions" / "qmem"
-        shutil.copytree(REPO / "qmem", target, ignore=ignore_caches)
-        return target
+        super().setUp()
+        self.env.update(PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1")
 
     def run_pi(self, prompt, *args, env=None):
         proc = subprocess.run([str(self.pi), *args, "-p", prompt], cwd=self.work, env=env or self.env,
@@ -107,9 +43,7 @@ class PiHostTests(unittest.TestCase):
         return list((self.home / ".pi" / "agent" / "sessions").rglob("*.jsonl"))
 
     def blocks(self, request):
-        """Recall messages in one LLM request (the system prompt mentions the tag too, as a rule)."""
-        return sum(1 for m in request["messages"] if m.get("role") == "user"
-                   and text_of(m.get("content")).startswith(BLOCK))
+        return len(recall_blocks(request))
 
     def test_tools_store_and_recall(self):
         self.install()
@@ -126,9 +60,9 @@ class PiHostTests(unittest.TestCase):
         self.assertIn("project_id is mandatory", system)
         for request in requests:
             self.assertEqual(self.blocks(request), 1)  # one block per LLM call, never stacked
-            recalled = [m for m in request["messages"] if text_of(m.get("content")).startswith(BLOCK)][0]
-            self.assertIn(f"{RECALLED} (pi)", text_of(recalled["content"]))
-            self.assertNotIn("(prime)", text_of(recalled["content"]))
+            [recalled] = recall_blocks(request)
+            self.assertIn(f"{RECALLED} (pi)", recalled)
+            self.assertNotIn("(prime)", recalled)
         self.assertEqual(len(self.embeddings.inputs), 1)  # cached across the tool loop
         self.assertEqual(self.gateway.count_by_text(), {"The e2e gateway listens on port 8443": 1})
         [session] = self.sessions()
@@ -151,7 +85,7 @@ class PiHostTests(unittest.TestCase):
 
     def prime_session(self, depth):
         """A Prime-style session file (Prime's header carries rlmDepth), and its folder under ~/.prime/agent."""
-        extension = self.install(".prime/agent")
+        extension = self.install(self.home / ".prime" / "agent")
         header = {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": "2026-11-29T10:00:00.000Z",
                   "cwd": str(self.work)}
         if depth is not None:
@@ -182,7 +116,7 @@ class PiHostTests(unittest.TestCase):
         env = dict(self.env, QMEM_PYTHON=str(self.home / "no-such-python"))
         proc = self.run_pi("hello", env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertIn("hello from the fake llm", proc.stdout)
+        self.assertIn(GREETING, proc.stdout)
         self.assertEqual(proc.stderr.count("memory bridge stopped"), 1)  # one warning, not one per event
 
     def test_pi_still_answers_when_the_bridge_crashes_or_hangs(self):
@@ -195,7 +129,7 @@ class PiHostTests(unittest.TestCase):
                 env = dict(self.env, QMEM_PYTHON=interpreter, QMEM_HOOK_TIMEOUT_MS="1500")
                 proc = self.run_pi("hello", env=env)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
-                self.assertIn("hello from the fake llm", proc.stdout)
+                self.assertIn(GREETING, proc.stdout)
                 self.assertEqual(proc.stderr.count("memory bridge stopped"), 1)
 
     def test_local_command_in_print_mode(self):

@@ -1,0 +1,116 @@
+"""The bench that the pi and Prime end-to-end tests share.
+
+:class:`AgentHostTestCase` gives each test a throwaway HOME with: a scripted fake LLM, a fake
+Memory Gateway, Qdrant (one curated point for ``host=pi`` and one for ``host=prime``, same
+text) and embeddings server, all on 127.0.0.1; a project directory (``work/e2eproj`` with a
+``.git``); and the host's agent directory (``AGENT_DIR``) whose ``models.json`` names the
+fake LLM as provider ``fake``.  The host itself is run by the subclass.
+
+:func:`script` is what the fake LLM answers: ``STORE <text>`` → a ``qmem_store`` call; after a
+tool result → ``done: <result>``; anything else → a greeting.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from typing import Any
+
+from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, embed_text
+from .fakes.llm import FakeLLM, Reply, after_last_assistant, text_of
+from .support import REPO, clean_env
+
+DIM = 64
+BLOCK = '<memory-context trust="untrusted">'
+RECALLED = "Blue green deploys of e2eproj happen on Tuesdays after the canary"
+QMEM_TOOLS = {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get", "memory_search"}
+GREETING = "hello from the fake llm"
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    """The user's words in the newest turn, recall blocks left out."""
+    user = [text_of(m.get("content")) for m in after_last_assistant(body) if m.get("role") == "user"]
+    return next((text for text in user if not text.startswith(BLOCK)), "")
+
+
+def script(body: dict[str, Any]) -> Reply:
+    tool_results = [m for m in after_last_assistant(body) if m.get("role") == "tool"]
+    if tool_results:
+        return Reply(text="done: " + text_of(tool_results[-1].get("content"))[:200])
+    prompt = prompt_of(body)
+    if prompt.startswith("STORE "):
+        return Reply(tool_calls=[("qmem_store", {"text": prompt[6:], "project_id": "e2eproj", "kind": "fact"})])
+    return Reply(text=GREETING)
+
+
+def recall_blocks(request: dict[str, Any]) -> list[str]:
+    """Recall messages in one LLM request (the system prompt mentions the tag too, as a rule)."""
+    return [text_of(m.get("content")) for m in request["messages"]
+            if m.get("role") == "user" and text_of(m.get("content")).startswith(BLOCK)]
+
+
+def ignore_caches(directory: str, names: list[str]) -> list[str]:
+    return [name for name in names if name == "__pycache__"]
+
+
+class AgentHostTestCase(unittest.TestCase):
+    AGENT_DIR = ".pi/agent"  # relative to HOME
+
+    def script(self, body: dict[str, Any]) -> Reply:
+        return script(body)
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.home = Path(tempfile.mkdtemp(prefix="qmem-host-"))
+        self.addCleanup(shutil.rmtree, self.home, True)
+        self.llm = FakeLLM(self.script).start()
+        self.gateway = FakeGateway(api_key="gw-key").start()
+        self.qdrant = FakeQdrant(keys={"read-key": "r"}).start()
+        self.embeddings = FakeEmbeddings(models={"bge-m3": DIM}).start()
+        for fake in (self.llm, self.gateway, self.qdrant, self.embeddings):
+            self.addCleanup(fake.stop)
+        self.qdrant.create_collection("qmem_memories", size=DIM)
+        for point, host in ((1, "pi"), (2, "prime")):
+            self.qdrant.add_point("qmem_memories", point, embed_text(RECALLED, DIM), {
+                "host": host, "status": "active", "secret_scan": "passed", "text": f"{RECALLED} ({host})",
+                "project": "e2eproj", "source_type": "hermes", "source_collection": "hermes_memories",
+                "source_id": str(point), "import_run_id": "cd" * 32, "transform_version": "hermes-v1",
+                "created_at": "2026-01-01T00:00:00Z"})
+        self.work = self.home / "work" / "e2eproj"
+        (self.work / ".git").mkdir(parents=True)
+        self.agent = self.home / self.AGENT_DIR
+        self.write_models(self.agent)
+        self.env = clean_env(self.home, QMEM_PYTHON=sys.executable, QMEM_GATEWAY_API_KEY="gw-key",
+                             QMEM_QDRANT_API_KEY="read-key")
+        del self.env["PYTHONPATH"]  # the shim must find qmem on its own
+        self.configure(self.gateway.url)
+
+    def write_models(self, agent: Path) -> None:
+        agent.mkdir(parents=True, exist_ok=True)
+        (agent / "models.json").write_text(json.dumps({"providers": {"fake": {
+            "baseUrl": self.llm.url + "/v1", "api": "openai-completions", "apiKey": "sk-fake",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": "fake-model", "contextWindow": 32000, "maxTokens": 1024}]}}}))
+        (agent / "settings.json").write_text(json.dumps({
+            "defaultProvider": "fake", "defaultModel": "fake-model", "quietStartup": True,
+            "retry": {"enabled": False, "provider": {"maxRetries": 0}}, "compaction": {"enabled": False}}))
+
+    def configure(self, url: str, recall: bool = True) -> None:
+        """Write qmem's config: the gateway at ``url`` and, with ``recall``, the fake Qdrant and embeddings."""
+        path = self.home / ".config" / "qmem" / "config.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        document: dict[str, Any] = {"url": url, "connectTimeoutMs": 5000, "timeoutMs": 5000}
+        if recall:
+            document["recall"] = {"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
+                                  "dimension": DIM, "timeoutMs": 5000}
+        path.write_text(json.dumps(document))
+
+    def install(self, agent: Path | None = None) -> Path:
+        """Copy this repository's ``qmem`` folder into the agent directory's extensions, as a user would."""
+        target = (agent or self.agent) / "extensions" / "qmem"
+        shutil.copytree(REPO / "qmem", target, ignore=ignore_caches)
+        return target
