@@ -3,31 +3,43 @@
 Promises:
 
 * **One file**, WAL mode, a busy timeout so that the host bridge and the CLIs can use
-  it at once, and ``PRAGMA user_version`` migrations applied in one transaction.
-* **A file that is not a qmem index is never written.**  Opening a non-SQLite file, a
-  damaged one, someone else's database or one made by a newer qmem raises
+  it at once, and ``PRAGMA user_version`` migrations applied in one transaction (a big
+  index shows ``progress(done, total)`` while v3 re-indexes it).
+* **A file that is not qmem's is never written.**  qmem's index carries ``PRAGMA
+  application_id`` 0x716D656D ("qmem"); ownership is decided on a read-only connection
+  before any pragma that writes (:mod:`qmem.indexschema`).  A non-SQLite file, a damaged
+  one, someone else's database or one made by a newer qmem raises
   :class:`~qmem.errors.CorruptIndexError` (or :class:`~qmem.errors.LocalIndexError`)
   saying how to recover; the file is left exactly as it was.  Every write is one
   transaction, so a full or read-only disk leaves nothing half-written.
+* **A read-only index still answers.**  When the file or its directory cannot be written,
+  the index opens read-only (``read_only`` is true): searches, status and the outbox
+  report work; every write raises ``LocalIndexError`` ("… is read-only; nothing was
+  written") before touching the file.
 * **Records** are what qmem has learned about gateway records (from its own answers,
   session files, ``pull``) plus the outbox's local records.  Learning merges: full text
   is never replaced by partial text, and supersession or deletion, once known, sticks.
-* **find** treats the user's words as data: each word becomes a quoted FTS5 string, so
-  quotes, ``*``, ``:``, ``NEAR``, ``AND/OR/NOT``, parentheses and control characters are
-  matched literally or dropped and never raise.  It widens only when nothing matches:
-  every word exactly, then every word as a prefix, then any word — and that last answer
-  says it is partial.  Superseded, private, deleted and expired records are hidden unless
-  asked for.
+* **find** treats the user's words as data (:mod:`qmem.lexical`): each word is a quoted
+  FTS5 string, so quotes, ``*``, ``:``, ``NEAR``, ``AND/OR/NOT``, parentheses and control
+  characters are matched literally or dropped and never raise.  English stopwords are
+  left out unless the query has nothing else; words match by their Porter stem, accents
+  ignored.  Records with every word come first (by bm25), then the answer is filled up to
+  ``limit`` with records that have any of the words (by bm25); it is *partial* only when
+  no result has every word, and ``more`` says whether results were left out.  Only when
+  no record has any word exactly are words tried as prefixes.  Equal scores keep the
+  order in which records were first learned.  Superseded, private, deleted and expired
+  records are hidden unless asked for; ``project``, ``kind`` and ``scope`` match exactly.
+* **Text that cannot be stored is input, not a crash.**  A lone surrogate in a query,
+  filter or id raises :class:`~qmem.errors.InputError`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -36,15 +48,25 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CorruptIndexError, InputError, LocalIndexError
+from .indexschema import (
+    APPLICATION_ID, MIGRATIONS, RECOVERY, SCHEMA_VERSION, check_ownership, has_log_content, migrate,
+    newer_schema_error, read_only_uri,
+)
+from .lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
 from .records import KINDS, is_local_id, normalize_text
 
 __all__ = [
     "SCHEMA_VERSION",
+    "APPLICATION_ID",
     "Record",
     "Observation",
     "FindResult",
     "IndexStatus",
     "LocalIndex",
+    "QueryTerms",
+    "STOPWORDS",
+    "MAX_QUERY_TERMS",
+    "MAX_TERM_CHARS",
     "query_terms",
     "match_expression",
     "merge_observation",
@@ -53,97 +75,30 @@ __all__ = [
     "utc_now",
 ]
 
-SCHEMA_VERSION = 2
-
 #: Record states.  ``synced``: confirmed by the gateway to this qmem; ``observed``: seen in
 #: a session file or a search answer; ``pending``/``failed``/``duplicate``: outbox records.
 STATES = ("pending", "synced", "observed", "failed", "duplicate")
 
-MAX_QUERY_TERMS = 32
-MAX_TERM_CHARS = 64
 MAX_FIND_LIMIT = 1000
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+_MIGRATIONS = MIGRATIONS  # the name older tests and tools used
 
-_RECOVERY = (
-    "move it aside (qmem leaves it untouched) and run `python -m qmem.local import` to rebuild "
-    "the index from session files; records still queued live only in that file, so keep it "
-    "and try `sqlite3 qmem.sqlite .recover` on a copy"
-)
 
-_MIGRATIONS: tuple[str, ...] = (
-    # v1
-    """
-    CREATE TABLE records (
-        rowid INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        local_id TEXT UNIQUE,
-        text TEXT NOT NULL,
-        kind TEXT,
-        project_id TEXT,
-        scope TEXT,
-        agent_id TEXT,
-        source TEXT,
-        created_at TEXT,
-        expires_at TEXT,
-        supersedes_id TEXT,
-        supersede_reason TEXT,
-        superseded_by TEXT,
-        private INTEGER NOT NULL DEFAULT 0 CHECK (private IN (0, 1)),
-        deleted_at TEXT,
-        state TEXT NOT NULL CHECK (state IN ('pending', 'synced', 'observed', 'failed', 'duplicate')),
-        reason TEXT,
-        duplicate_of TEXT,
-        coverage TEXT NOT NULL CHECK (coverage IN ('full', 'partial')),
-        machine TEXT,
-        session_file TEXT,
-        tool TEXT,
-        content_hash TEXT NOT NULL,
-        learned_at TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        claim_token TEXT,
-        claim_until REAL
-    );
-    CREATE INDEX records_content_hash ON records (content_hash);
-    CREATE INDEX records_queue ON records (state, rowid) WHERE local_id IS NOT NULL;
-    CREATE INDEX records_supersedes ON records (supersedes_id) WHERE supersedes_id IS NOT NULL;
-    CREATE VIRTUAL TABLE records_fts USING fts5 (
-        text, content = 'records', content_rowid = 'rowid',
-        tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3'
-    );
-    CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
-        INSERT INTO records_fts (rowid, text) VALUES (new.rowid, new.text);
-    END;
-    CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
-        INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    END;
-    CREATE TRIGGER records_fts_update AFTER UPDATE OF text ON records BEGIN
-        INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-        INSERT INTO records_fts (rowid, text) VALUES (new.rowid, new.text);
-    END;
-    CREATE TABLE import_files (
-        key TEXT PRIMARY KEY,
-        size INTEGER NOT NULL,
-        mtime_ns INTEGER NOT NULL,
-        inode INTEGER NOT NULL,
-        offset INTEGER NOT NULL,
-        head TEXT NOT NULL
-    );
-    CREATE TABLE import_calls (
-        file_key TEXT NOT NULL,
-        call_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        arguments TEXT NOT NULL,
-        PRIMARY KEY (file_key, call_id)
-    );
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # v2: a synced outbox record's local id is remapped in superseded_by too; without this
-    # index every sync scanned the whole table.
-    """
-    CREATE INDEX records_superseded_by ON records (superseded_by) WHERE superseded_by IS NOT NULL;
-    """,
-)
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text_argument(value: Any, what: str) -> str:
+    """``value`` if it is text SQLite can store, else InputError naming ``what``."""
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be text")
+    if not _encodable(value):
+        raise InputError(f"{what} is not valid Unicode text (it holds a lone surrogate code point)")
+    return value
 
 
 def utc_now() -> str:
@@ -238,7 +193,7 @@ def observation_from_record(record: Mapping[str, Any], *, coverage: str, state: 
     """An Observation of a gateway record (a dict in the gateway's shape), or None.
 
     None when the id is missing, too long or a local id (those are outbox records, not
-    gateway records).  ``fallback`` fills text and metadata the record does not carry,
+    gateway records), or when a field holds text that cannot be stored (a lone surrogate).  ``fallback`` fills text and metadata the record does not carry,
     e.g. a store call's own arguments.
     """
     record_id = record.get("id")
@@ -254,7 +209,7 @@ def observation_from_record(record: Mapping[str, Any], *, coverage: str, state: 
         return None
 
     private = record.get("private")
-    return Observation(
+    obs = Observation(
         id=record_id, text=pick("text"), coverage=coverage, state=state,
         kind=pick("kind"), project_id=pick("project_id"), scope=pick("scope"), agent_id=pick("agent_id"),
         source=pick("source"), created_at=pick("created_at", own_only=True), expires_at=pick("expires_at"),
@@ -262,6 +217,12 @@ def observation_from_record(record: Mapping[str, Any], *, coverage: str, state: 
         superseded_by=pick("superseded_by", own_only=True), private=private if isinstance(private, bool) else None,
         deleted_at=pick("deleted_at", own_only=True), machine=machine, session_file=session_file, tool=tool,
     )
+    return obs if _observation_encodable(obs) else None
+
+
+def _observation_encodable(obs: Observation) -> bool:
+    """False if a text field holds a lone surrogate, which SQLite cannot store."""
+    return all(_encodable(value) for value in (getattr(obs, f.name) for f in fields(obs)) if isinstance(value, str))
 
 
 _MERGED_FIELDS = ("kind", "project_id", "scope", "agent_id", "source", "created_at", "expires_at",
@@ -322,65 +283,30 @@ def merge_observation(existing: Record | None, obs: Observation, now: str) -> Re
     return replace(existing, **changes)
 
 
-# --- query building (pure) ---------------------------------------------------------------
 
-@dataclass(frozen=True)
-class QueryTerms:
-    terms: tuple[str, ...]
-    dropped: int  # words beyond MAX_QUERY_TERMS, ignored
-
-
-def query_terms(query: str) -> QueryTerms:
-    """Split a user's query into words to match literally.
-
-    Control characters become spaces; a chunk without a letter or digit (``*``, ``"``,
-    ``--``) is dropped; each word is cut at :data:`MAX_TERM_CHARS`; duplicates go.
-    """
-    cleaned = "".join(" " if (ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0) else ch for ch in query)
-    words: dict[str, str] = {}  # casefolded -> first spelling, in query order
-    total = 0
-    for chunk in cleaned.split():
-        if not any(ch.isalnum() for ch in chunk):
-            continue
-        word = chunk[:MAX_TERM_CHARS]
-        if word.casefold() in words:
-            continue
-        total += 1
-        if len(words) < MAX_QUERY_TERMS:
-            words[word.casefold()] = word
-    terms = tuple(words.values())
-    return QueryTerms(terms=terms, dropped=total - len(terms))
-
-
-def match_expression(terms: Iterable[str], *, prefix: bool = False, any_term: bool = False) -> str:
-    """An FTS5 MATCH expression in which every term is a quoted string.
-
-    Inside an FTS5 string only ``"`` is special (doubled to escape), so no word can be
-    read as an operator, a column filter or a parenthesis.  FTS5 tokenizes the string
-    like the indexed text, so ``foo:bar`` matches the phrase "foo bar".  ``prefix``
-    lets each term match as the start of a word.
-    """
-    star = "*" if prefix else ""
-    quoted = ['"' + term.replace('"', '""') + '"' + star for term in terms]
-    return (" OR " if any_term else " AND ").join(quoted)
-
-
-#: How find widens, narrowest first: (label, prefix, any_term).  Exact words first because
-#: the user's words are matched literally and because a prefix query costs FTS5 about twice
-#: as much; prefixes (``config`` → ``configuration``) only when no record has every word.
-_FIND_STAGES = (("all", False, False), ("all-prefix", True, False), ("any", True, True))
-
+# --- search results ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class FindResult:
+    """What :meth:`LocalIndex.find` found.
+
+    ``match`` says how the leading records matched: ``all`` (every word), ``all-prefix``
+    (every word, as prefixes) or ``any`` (no record had every word: a *partial* answer).
+    The first ``complete`` records have every word; the rest have some of them.  ``more``
+    is true when more records matched than ``limit`` let through.
+    """
+
     records: tuple[Record, ...]
     terms: tuple[str, ...]
-    match: str  # "all" (every word), "all-prefix" (every word, as prefixes) or "any" (partial)
+    match: str
     dropped_terms: int = 0
+    stopwords: tuple[str, ...] = ()
+    complete: int = 0
+    more: bool = False
 
     @property
     def partial(self) -> bool:
-        """True when no record had every word and any word was enough."""
+        """True when no result has every word."""
         return self.match == "any"
 
     def to_json(self) -> dict[str, Any]:
@@ -388,7 +314,10 @@ class FindResult:
             "match": self.match,
             "partial": self.partial,
             "terms": list(self.terms),
+            "stopwords": list(self.stopwords),
             "dropped_terms": self.dropped_terms,
+            "complete": self.complete,
+            "more": self.more,
             "fallback": "local_sqlite",
             "results": [record.to_json() for record in self.records],
         }
@@ -407,6 +336,7 @@ class IndexStatus:
     lag_seconds: float | None
     queue: dict[str, int]
     import_files: int
+    read_only: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -419,37 +349,20 @@ class IndexStatus:
             "newest_record_created_at": self.newest_learned_created_at,
             "queue": dict(self.queue),
             "session_files": self.import_files,
+            "read_only": self.read_only,
         }
 
 
 # --- the index ---------------------------------------------------------------------------
-
-def _check_header(path: Path) -> bool:
-    """True if ``path`` exists with content; CorruptIndexError if it is not SQLite."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(_SQLITE_MAGIC))
-    except FileNotFoundError:
-        return False
-    except IsADirectoryError:
-        raise LocalIndexError(f"the local index path {path.name} is a directory") from None
-    except OSError as exc:
-        raise LocalIndexError(f"cannot read the local index {path.name}: {exc.strerror or 'I/O error'}") from None
-    if not head:
-        return False
-    if head != _SQLITE_MAGIC:
-        raise CorruptIndexError(f"the local index {path.name} is not an SQLite database; {_RECOVERY}")
-    return True
-
 
 def _translate(exc: sqlite3.Error, name: str) -> LocalIndexError:
     """One clear error for an SQLite failure; the message names the file, not its path."""
     text = str(exc).lower()
     if isinstance(exc, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text
                                                     or "corrupt" in text):
-        return CorruptIndexError(f"the local index {name} is damaged ({exc}); {_RECOVERY}")
+        return CorruptIndexError(f"the local index {name} is damaged ({exc}); {RECOVERY}")
     if "readonly" in text or "read-only" in text:
-        return LocalIndexError(f"the local index {name} is read-only; nothing was written")
+        return _read_only_error(name)
     if "disk is full" in text or "database or disk is full" in text:
         return LocalIndexError(f"the disk holding the local index {name} is full; nothing was written")
     if "locked" in text or "busy" in text:
@@ -459,17 +372,39 @@ def _translate(exc: sqlite3.Error, name: str) -> LocalIndexError:
     return LocalIndexError(f"the local index {name} failed: {exc}")
 
 
+def _read_only_error(name: str) -> LocalIndexError:
+    return LocalIndexError(f"the local index {name} is read-only; nothing was written")
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    """True when SQLite failed because the file or its directory cannot be written."""
+    code = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    return (code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN"))
+            or "readonly" in text or "read-only" in text or "unable to open" in text)
+
+
+#: The visibility rules of a default search, as SQL over ``records AS r``.
+_NOT_EXPIRED = ("(r.expires_at IS NULL OR julianday(r.expires_at) IS NULL "  # unparsable: not expired
+                "OR julianday(r.expires_at) > julianday('now'))")
+
+
 class LocalIndex:
     """The SQLite index.  Use as a context manager or call :meth:`close`.
 
     A connection is used by one thread at a time (a lock serialises callers), and
-    several processes may open the same file.
+    several processes may open the same file.  ``progress(done, total)``, if given, is
+    called while a migration re-indexes the records (e.g. :class:`qmem.cli.Progress`).
     """
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.path = Path(path)
         self.name = self.path.name
-        existed = _check_header(self.path)
+        self.read_only = False
+        self._lock = threading.RLock()
+        self._timeout_ms = int(busy_timeout_ms)
+        existed = check_ownership(self.path)  # reads only; raises for a file that is not qmem's
         if not existed:
             try:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -477,32 +412,88 @@ class LocalIndex:
                 raise LocalIndexError(
                     f"cannot create the directory for the local index {self.name}: {exc.strerror or 'I/O error'}"
                 ) from None
-        self._lock = threading.RLock()
         try:
-            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below).
-            self._conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000,
-                                         isolation_level=None, check_same_thread=False)
+            self._conn = self._open_writable(progress)
         except sqlite3.Error as exc:
-            raise _translate(exc, self.name) from None
-        try:
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            self._check_owner(existed)
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise _translate(exc, self.name) from None
-        except BaseException:
-            self._conn.close()
-            raise
+            if not (existed and _cannot_write(exc)):
+                raise _translate(exc, self.name) from None
+            self._conn = self._open_read_only()
+            self.read_only = True
         if not existed:
             try:
-                os.chmod(self.path, 0o600)
+                self.path.chmod(0o600)
             except OSError:
                 pass
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below).
+        conn = sqlite3.connect(target, uri=uri, timeout=self._timeout_ms / 1000, isolation_level=None,
+                               check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+        return conn
+
+    def _open_writable(self, progress: Callable[[int, int], None] | None) -> sqlite3.Connection:
+        conn = self._connect(str(self.path))
+        try:
+            version, application_id = _marks(conn)  # the first read: fails here if it cannot write
+            if version > SCHEMA_VERSION:
+                raise newer_schema_error(self.name, version)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if version < SCHEMA_VERSION or application_id != APPLICATION_ID:
+                self._migrate(conn, progress)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection, progress: Callable[[int, int], None] | None) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version, application_id = _marks(conn)  # again: another process may have migrated it
+            if version > SCHEMA_VERSION:
+                raise newer_schema_error(self.name, version)
+            if version < SCHEMA_VERSION or application_id != APPLICATION_ID:
+                migrate(conn, version, progress)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A connection that cannot write, for a file or directory this process cannot write.
+
+        In WAL mode even readers need the ``-shm`` file; when it cannot be created (a
+        read-only directory) and no log holds data, the file alone is the whole database
+        and is read as immutable.
+        """
+        failure: sqlite3.Error | None = None
+        for immutable in (False, True):
+            if immutable and has_log_content(self.path):
+                break
+            try:
+                conn = self._connect(read_only_uri(self.path, immutable=immutable), uri=True)
+            except sqlite3.Error as exc:
+                failure = exc
+                continue
+            try:
+                version = _marks(conn)[0]
+            except sqlite3.Error as exc:
+                conn.close()
+                failure = exc
+                continue
+            if version > SCHEMA_VERSION:
+                conn.close()
+                raise newer_schema_error(self.name, version)
+            return conn
+        if failure is not None and not _cannot_write(failure):
+            raise _translate(failure, self.name)
+        raise LocalIndexError(
+            f"the local index {self.name} is read-only and cannot be read here: its write-ahead log needs a "
+            f"-shm file that cannot be created; open it once with write access (or check its permissions)")
 
     # -- lifecycle
 
@@ -516,36 +507,16 @@ class LocalIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_owner(self, existed: bool) -> None:
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise LocalIndexError(
-                f"the local index {self.name} was made by a newer qmem (schema v{version}; this qmem "
-                f"knows v{SCHEMA_VERSION}); upgrade qmem or point QMEM_SQLITE at another file"
-            )
-        if version == 0 and existed:
-            tables = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise CorruptIndexError(
-                    f"the local index {self.name} is an SQLite database that qmem did not create; "
-                    f"it was left untouched — point QMEM_SQLITE or localDbPath at another file"
-                )
-
-    def _migrate(self) -> None:
-        with self.transaction() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version, SCHEMA_VERSION):
-                conn.executescript_in_transaction(_MIGRATIONS[number])
-            if version < SCHEMA_VERSION:
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
     @contextmanager
     def transaction(self) -> Iterator["_Tx"]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back on any exception.
 
-        SQLite errors come out as :class:`LocalIndexError` with a clear message.
+        SQLite errors come out as :class:`LocalIndexError` with a clear message; on a
+        read-only index it is raised before anything is attempted.
         """
         with self._lock:
+            if self.read_only:
+                raise _read_only_error(self.name)
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -553,22 +524,16 @@ class LocalIndex:
             try:
                 yield _Tx(self._conn)
             except sqlite3.Error as exc:
-                self._rollback()
+                _rollback(self._conn)
                 raise _translate(exc, self.name) from None
             except BaseException:
-                self._rollback()
+                _rollback(self._conn)
                 raise
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._rollback()
+                _rollback(self._conn)
                 raise _translate(exc, self.name) from None
-
-    def _rollback(self) -> None:
-        try:
-            self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # no transaction left to roll back: SQLite already did it
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -582,11 +547,14 @@ class LocalIndex:
     # -- meta
 
     def get_meta(self, key: str) -> str | None:
+        _text_argument(key, "the meta key")
         with self.reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
+        _text_argument(key, "the meta key")
+        _text_argument(value, "the meta value")
         with self.transaction() as tx:
             tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
@@ -595,8 +563,9 @@ class LocalIndex:
 
     def get(self, record_id: str) -> Record | None:
         """The record with gateway id or local id ``record_id``."""
+        _text_argument(record_id, "the record id")
         with self.reading() as conn:
-            row = conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE id = ? OR local_id = ?",
+            row = conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE id = ? OR local_id = ?",
                                (record_id, record_id)).fetchone()
         return row_to_record(row) if row else None
 
@@ -604,10 +573,14 @@ class LocalIndex:
         """Merge observations in one transaction; returns counts added / updated / unchanged.
 
         ``meta`` entries (e.g. the export cursor) are written in the same transaction, so
-        they never get ahead of the records they describe.
+        they never get ahead of the records they describe.  An observation holding text
+        that cannot be stored raises InputError and nothing is written.
         """
         counts = {"added": 0, "updated": 0, "unchanged": 0}
         now = utc_now()
+        for key, value in (meta or {}).items():
+            _text_argument(key, "the meta key")
+            _text_argument(value, "the meta value")
         with self.transaction() as tx:
             for obs in observations:
                 counts[tx.learn_one(obs, now)] += 1
@@ -622,6 +595,7 @@ class LocalIndex:
         *,
         project: str | None = None,
         kind: str | None = None,
+        scope: str | None = None,
         limit: int = 10,
         superseded: bool = False,
         private: bool = False,
@@ -629,8 +603,11 @@ class LocalIndex:
     ) -> FindResult:
         """Lexical search; see the module docstring for the rules.
 
-        Raises InputError when the query has no word to search for or a filter is bad.
+        ``project``, ``kind`` and ``scope`` match exactly (a record whose scope is not
+        known does not match a scope).  Raises InputError when the query has no word to
+        search for, holds text that cannot be stored, or a filter is bad.
         """
+        _text_argument(query, "the query")
         if kind is not None and kind not in KINDS:
             raise InputError(f"kind must be one of: {', '.join(KINDS)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_FIND_LIMIT:
@@ -639,55 +616,52 @@ class LocalIndex:
         if not parsed.terms:
             raise InputError("the query has no words to search for")
         where = ["records_fts MATCH :match"]
-        params: dict[str, Any] = {"limit": limit}
+        params: dict[str, Any] = {}
         if not superseded:
             where.append("r.superseded_by IS NULL")
         if not private:
             where.append("r.private = 0")
         if not deleted:
             where.append("r.deleted_at IS NULL")
-            # julianday() is NULL for an unparsable time, which then counts as not expired.
-            where.append("(r.expires_at IS NULL OR julianday(r.expires_at) IS NULL "
-                         "OR julianday(r.expires_at) > julianday('now'))")
-        if project is not None:
-            where.append("r.project_id = :project")
-            params["project"] = project
-        if kind is not None:
-            where.append("r.kind = :kind")
-            params["kind"] = kind
-        # No tie-break column after rank: it would stop SQLite's top-N sort and double the p95.
+            where.append(_NOT_EXPIRED)
+        for column, name, value in (("project_id", "project", project), ("kind", "kind", kind),
+                                    ("scope", "scope", scope)):
+            if value is not None:
+                params[name] = _text_argument(value, name)
+                where.append(f"r.{column} = :{name}")
+        # Equal scores keep the order in which records were learned (rowid), in both plans:
+        # with no narrowing filter, ORDER BY rank alone takes FTS5's own sorted output (stable,
+        # read in rowid order; a tie-break column would make SQLite rank and sort every match
+        # again: 2x the p50 at 100k records).  With a project or scope, rank then rowid lets
+        # SQLite filter first and rank only what passes, in its top-N sorter (faster there).
+        narrowed = project is not None or scope is not None
+        order = "records_fts.rank, r.rowid" if narrowed else "records_fts.rank"
         sql = (f"SELECT {', '.join('r.' + c for c in _RECORD_COLUMNS)} FROM records_fts "
                f"JOIN records AS r ON r.rowid = records_fts.rowid WHERE {' AND '.join(where)} "
-               f"ORDER BY records_fts.rank LIMIT :limit")
-        rows: list[sqlite3.Row] = []
-        match = "all"
+               f"ORDER BY {order} LIMIT :limit")
         with self.reading() as conn:
-            for stage, prefix, any_term in _FIND_STAGES:
-                if any_term and len(parsed.terms) == 1:
-                    break  # "any" of one word is "all" of it
-                match = stage
-                params["match"] = match_expression(parsed.terms, prefix=prefix, any_term=any_term)
-                rows = conn.execute(sql, params).fetchall()
-                if rows:
-                    break
-        return FindResult(records=tuple(row_to_record(row) for row in rows), terms=parsed.terms,
-                          match=match, dropped_terms=parsed.dropped)
+            def search(expression: str, count: int) -> list[sqlite3.Row]:
+                return conn.execute(sql, {**params, "match": expression, "limit": count}).fetchall()
+
+            rows, match, complete = _ranked(search, parsed.terms, limit)
+        return FindResult(records=tuple(row_to_record(row) for row in rows[:limit]), terms=parsed.terms,
+                          match=match, dropped_terms=parsed.dropped, stopwords=parsed.stopwords,
+                          complete=min(complete, limit), more=len(rows) > limit)
 
     def meta(self) -> dict[str, Any]:
         """The gateway's ``/v1/meta`` shape computed from visible local records."""
-        visible = ("superseded_by IS NULL AND private = 0 AND deleted_at IS NULL AND "
-                   "(expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'))")
+        visible = f"r.superseded_by IS NULL AND r.private = 0 AND r.deleted_at IS NULL AND {_NOT_EXPIRED}"
         with self.reading() as conn:
             counts: dict[str, dict[str, int]] = {}
             for scope, kind, n in conn.execute(
-                    f"SELECT coalesce(scope, '?'), coalesce(kind, '?'), count(*) FROM records WHERE {visible} "
+                    f"SELECT coalesce(scope, '?'), coalesce(kind, '?'), count(*) FROM records AS r WHERE {visible} "
                     f"GROUP BY 1, 2"):
                 counts.setdefault(scope, {})[kind] = n
             projects = [row[0] for row in conn.execute(
-                f"SELECT project_id FROM records WHERE {visible} AND project_id IS NOT NULL "
+                f"SELECT project_id FROM records AS r WHERE {visible} AND project_id IS NOT NULL "
                 f"GROUP BY project_id ORDER BY count(*) DESC, project_id LIMIT 200")]
             agents = [row[0] for row in conn.execute(
-                f"SELECT agent_id FROM records WHERE {visible} AND agent_id IS NOT NULL "
+                f"SELECT agent_id FROM records AS r WHERE {visible} AND agent_id IS NOT NULL "
                 f"GROUP BY agent_id ORDER BY count(*) DESC, agent_id LIMIT 200")]
             superseded = conn.execute("SELECT count(*) FROM records WHERE superseded_by IS NOT NULL").fetchone()[0]
         return {"counts": counts, "projects": projects, "agents": agents, "superseded": superseded}
@@ -723,8 +697,46 @@ class LocalIndex:
             hidden=hidden, duplicate_texts=dup[0], duplicate_records=dup[1],
             newest_learned_created_at=newest[0] if newest else None,
             lag_seconds=round(max(newest[1], 0.0), 1) if newest else None,
-            queue=queue, import_files=files,
+            queue=queue, import_files=files, read_only=self.read_only,
         )
+
+
+def _marks(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The file's ``user_version`` and ``application_id``."""
+    return (conn.execute("PRAGMA user_version").fetchone()[0],
+            conn.execute("PRAGMA application_id").fetchone()[0])
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass  # no transaction left to roll back: SQLite already did it
+
+
+def _ranked(search: Callable[[str, int], list[sqlite3.Row]], terms: tuple[str, ...],
+            limit: int) -> tuple[list[sqlite3.Row], str, int]:
+    """Rows in answer order (up to ``limit + 1``), how they matched, and how many have every word.
+
+    Every word first, then any word to fill up to the limit, each by bm25.  Words are
+    tried as prefixes (``config`` → ``configuration``) only when no record has any of
+    them as a word: a prefix query costs FTS5 about twice as much, and a stem already
+    covers the other forms of a word.
+    """
+    want = limit + 1  # one more than is shown says whether there is more
+    for prefix in (False, True):
+        rows = search(match_expression(terms, prefix=prefix), want)
+        complete = len(rows)
+        if len(rows) < want and len(terms) > 1:
+            seen = {row["id"] for row in rows}
+            extra = search(match_expression(terms, prefix=prefix, any_term=True), want + len(rows))
+            rows += [row for row in extra if row["id"] not in seen][:want - len(rows)]
+        if rows:
+            match = ("all-prefix" if prefix else "all") if complete else "any"
+            return rows, match, complete
+    return [], "all", 0
+
+
 
 
 class _Tx:
@@ -736,19 +748,8 @@ class _Tx:
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
-    def executescript_in_transaction(self, script: str) -> None:
-        # sqlite3.executescript() would COMMIT first; run statement by statement instead.
-        statement = ""
-        for line in script.splitlines(keepends=True):
-            statement += line
-            if sqlite3.complete_statement(statement):
-                self.conn.execute(statement)
-                statement = ""
-        if statement.strip():
-            raise sqlite3.ProgrammingError("incomplete statement in migration")
-
     def get(self, record_id: str) -> Record | None:
-        row = self.conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE id = ?",
+        row = self.conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE id = ?",
                                 (record_id,)).fetchone()
         return row_to_record(row) if row else None
 
@@ -766,6 +767,13 @@ class _Tx:
                           (*values.values(), where_id or record.id))
 
     def learn_one(self, obs: Observation, now: str) -> str:
+        """Merge one observation: ``added``, ``updated`` or ``unchanged``.
+
+        InputError (the transaction is then rolled back) if it holds text that cannot be stored.
+        """
+        if not _observation_encodable(obs):
+            raise InputError("a learned record holds text that is not valid Unicode (a lone surrogate code point); "
+                             "nothing was written")
         existing = self.get(obs.id)
         merged = merge_observation(existing, obs, now)
         if merged is None:

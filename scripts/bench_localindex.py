@@ -1,14 +1,19 @@
-"""Benchmark the local index: find latency against raw FTS5, session import throughput.
+"""Benchmark the local index: find latency against raw FTS5, migration, session import throughput.
 
-    python scripts/bench_localindex.py [--records 100000] [--queries 400] [--million]
+    python scripts/bench_localindex.py [--records 100000] [--queries 400] [--million] [--cache DIR]
 
 Prints, for N synthetic memory records (mixed languages, diacritics):
   * qmem ``LocalIndex.find`` p50/p95 over the queries, and in the same run on the same file a raw
-    ``SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10`` with the same
-    words (the FTS5 floor qmem builds on) — and the ratio qmem/raw (target p50 ≤ 3 ms, ratio ≤ 1.5);
-  * session import throughput in MB/s of JSONL (target ≥ 20) and an unchanged re-import of 1,000 session
-    files (target ≤ 100 ms);
+    ``SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10`` of the same
+    final query (the MATCH expression of find's last stage, e.g. the any-word fill) — the FTS5 floor
+    qmem builds on — and the ratio qmem/raw (target p50 <= 1.3x); the same with a project filter;
+  * the order of equal scores: ``ORDER BY rank`` against ``ORDER BY rank, rowid`` on the final
+    queries, without and with a project filter (why find uses one or the other);
+  * the v2 -> v3 migration (re-indexing every record with Porter stems) of an index of that size;
+  * session import throughput in MB/s of JSONL (target >= 20) and an unchanged re-import of 1,000 session
+    files (target <= 100 ms);
   * with --million, the find figures again on 1,000,000 records.
+``--cache DIR`` keeps the built indexes there (``bench-<N>-v<schema>.sqlite``) and reuses them.
 Targets are printed beside the figures; nothing here asserts.
 """
 
@@ -18,17 +23,21 @@ import argparse
 import itertools
 import json
 import random
+import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qmem.localindex import LocalIndex, Observation, query_terms  # noqa: E402
+from qmem.indexschema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from qmem.localindex import _RECORD_COLUMNS, LocalIndex, Observation  # noqa: E402
 from qmem.sessions import SessionImporter, SessionRoot  # noqa: E402
+from sqltiming import TimedSQL  # noqa: E402
 
 # A realistic vocabulary: common words of five languages (with diacritics) plus generated
 # content words, drawn with a Zipf distribution, so that a query word hits hundreds or
@@ -102,28 +111,78 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[int(len(ordered) * 0.95) - 1]
 
 
-def bench_find(path: Path, queries: list[str]) -> dict[str, float]:
+RAW = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10"
+
+
+def bench_find(path: Path, queries: list[str], *, projects: int = 0) -> dict[str, Any]:
+    """find against raw FTS5 of find's final MATCH expression, query by query, same file.
+
+    ``projects``: when non-zero, every find is filtered to one of that many projects.
+    """
+    rng = random.Random(3)
     index = LocalIndex(path)
     raw = sqlite3.connect(str(path))
     for q in queries[:20]:  # warm both caches the same way
         index.find(q)
-        raw.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10", (q,)).fetchall()
-    qmem_t, raw_t, partial = [], [], 0
-    for q in queries:
-        t0 = time.perf_counter()
-        result = index.find(q)
-        t1 = time.perf_counter()
-        raw.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10",
-                    (" ".join(query_terms(q).terms),)).fetchall()
-        t2 = time.perf_counter()
-        qmem_t.append((t1 - t0) * 1000)
-        raw_t.append((t2 - t1) * 1000)
-        partial += result.partial
+        raw.execute(RAW, (q,)).fetchall()
+    qmem_t, raw_t, finals, partial = [], [], [], 0
+    with TimedSQL(index) as timed:
+        for q in queries:
+            project = f"project-{rng.randrange(projects)}" if projects else None
+            t0 = time.perf_counter()
+            result = index.find(q, project=project)
+            t1 = time.perf_counter()
+            raw.execute(RAW, (timed.last_match,)).fetchall()
+            t2 = time.perf_counter()
+            qmem_t.append((t1 - t0) * 1000)
+            raw_t.append((t2 - t1) * 1000)
+            finals.append(timed.last_match)
+            partial += result.partial
     index.close()
     raw.close()
     q50, q95 = percentiles(qmem_t)
     r50, r95 = percentiles(raw_t)
-    return {"qmem_p50": q50, "qmem_p95": q95, "raw_p50": r50, "raw_p95": r95, "partial": partial}
+    return {"qmem_p50": q50, "qmem_p95": q95, "raw_p50": r50, "raw_p95": r95, "partial": partial,
+            "finals": finals}
+
+
+def bench_tie_order(path: Path, finals: list[str]) -> dict[str, tuple[float, float]]:
+    """p50/p95 of find's SQL shape ordered by rank alone and by rank then rowid."""
+    conn = sqlite3.connect(str(path))
+    columns = ", ".join("r." + c for c in _RECORD_COLUMNS)
+    rng = random.Random(5)
+    figures = {}
+    for label, project in (("no filter", False), ("project filter", True)):
+        for order in ("records_fts.rank", "records_fts.rank, r.rowid"):
+            sql = (f"SELECT {columns} FROM records_fts JOIN records AS r ON r.rowid = records_fts.rowid "
+                   f"WHERE records_fts MATCH :m AND r.superseded_by IS NULL AND r.private = 0 "
+                   f"{'AND r.project_id = :p ' if project else ''}ORDER BY {order} LIMIT 11")
+            samples = []
+            for m in finals:
+                t0 = time.perf_counter()
+                conn.execute(sql, {"m": m, "p": f"project-{rng.randrange(40)}"}).fetchall()
+                samples.append((time.perf_counter() - t0) * 1000)
+            figures[f"{label}: ORDER BY {order.replace('records_fts.', '').replace('r.', '')}"] = percentiles(samples)
+    conn.close()
+    return figures
+
+
+def bench_migration(path: Path, count: int, corpus: Corpus) -> float:
+    """Seconds to open a v2 index of ``count`` records (the v3 migration re-indexes them all)."""
+    conn = sqlite3.connect(str(path))
+    for script in MIGRATIONS[:2]:
+        conn.executescript(script)
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.executemany(
+        "INSERT INTO records (id, text, state, coverage, content_hash, learned_at) VALUES (?, ?, 'synced', 'full', "
+        "'h', '2026-11-01T00:00:00Z')", ((f"g-{i}", corpus.text()) for i in range(count)))
+    conn.commit()
+    conn.close()
+    t0 = time.perf_counter()
+    with LocalIndex(path):
+        pass
+    return time.perf_counter() - t0
 
 
 def make_queries(path: Path, n: int) -> list[str]:
@@ -185,6 +244,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--session-mb", type=int, default=64)
     parser.add_argument("--million", action="store_true", help="also measure find on 1,000,000 records")
+    parser.add_argument("--cache", type=Path, help="keep and reuse the built indexes in this directory")
     args = parser.parse_args()
     corpus = Corpus(random.Random(42))
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}")
@@ -192,18 +252,35 @@ def main() -> None:
         tmpdir = Path(tmp)
         sizes = [args.records] + ([1_000_000] if args.million else [])
         for count in sizes:
-            path = tmpdir / f"bench-{count}.sqlite"
-            seconds = build(path, count, corpus)
+            cached = args.cache / f"bench-{count}-v{SCHEMA_VERSION}.sqlite" if args.cache else None
+            if cached is not None and cached.exists():
+                path, built = cached, "reused from the cache"
+            else:
+                path = tmpdir / f"bench-{count}.sqlite"
+                built = f"built in {build(path, count, corpus):.1f} s"
+                if cached is not None:  # moved in only once complete
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    path = Path(shutil.move(str(path), str(cached)))
             queries = make_queries(path, args.queries)
-            figures = bench_find(path, queries)
-            ratio = figures["qmem_p50"] / figures["raw_p50"]
-            print(f"\nfind on {count:,} records (built in {seconds:.1f} s, {path.stat().st_size / 1e6:.0f} MB), "
-                  f"{len(queries)} queries, {figures['partial']} answered partially:")
-            print(f"  qmem find   p50 {figures['qmem_p50']:.3f} ms   p95 {figures['qmem_p95']:.3f} ms"
-                  f"   (target p50 <= 3 ms)")
-            print(f"  raw FTS5    p50 {figures['raw_p50']:.3f} ms   p95 {figures['raw_p95']:.3f} ms")
-            print(f"  qmem/raw    p50 {ratio:.2f}x   p95 {figures['qmem_p95'] / figures['raw_p95']:.2f}x"
-                  f"   (target <= 1.5)")
+            print(f"\nfind on {count:,} records ({built}, {path.stat().st_size / 1e6:.0f} MB), {len(queries)} queries:")
+            for projects in (0, 40):
+                figures = bench_find(path, queries, projects=projects)
+                ratio = figures["qmem_p50"] / figures["raw_p50"]
+                print(f"  {'no filter' if not projects else 'one project of 40'}: "
+                      f"{figures['partial']} answered partially")
+                print(f"    qmem find   p50 {figures['qmem_p50']:.3f} ms   p95 {figures['qmem_p95']:.3f} ms")
+                print(f"    raw FTS5    p50 {figures['raw_p50']:.3f} ms   p95 {figures['raw_p95']:.3f} ms"
+                      f"   (same final MATCH, no filter)")
+                print(f"    qmem/raw    p50 {ratio:.2f}x   p95 {figures['qmem_p95'] / figures['raw_p95']:.2f}x"
+                      f"   (target p50 <= 1.3x)")
+                if not projects:
+                    finals = figures["finals"]
+            print("  order of equal scores, find's SQL on the final queries (p50 / p95 ms):")
+            for label, (p50, p95) in bench_tie_order(path, finals).items():
+                print(f"    {label:42s} {p50:7.3f} / {p95:7.3f}")
+            seconds = bench_migration(tmpdir / f"v2-{count}.sqlite", count, corpus)
+            print(f"  v2 -> v3 migration of {count:,} records: {seconds:.1f} s")
+            (tmpdir / f"v2-{count}.sqlite").unlink()
 
         sessions = tmpdir / "pi-agent"
         written = write_sessions(sessions, 200, args.session_mb * 1_000_000, corpus)

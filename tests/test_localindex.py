@@ -1,14 +1,21 @@
 import hashlib
+import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 import unittest
 from pathlib import Path
 
 from qmem.errors import CorruptIndexError, InputError, LocalIndexError
+from qmem.indexschema import APPLICATION_ID, MIGRATIONS
 from qmem.localindex import (
-    SCHEMA_VERSION, LocalIndex, Observation, Record, match_expression, merge_observation, query_terms,
+    SCHEMA_VERSION, LocalIndex, Observation, Record, match_expression, merge_observation, observation_from_record,
+    query_terms,
 )
 
-from .support import TempHomeTestCase
+from .support import REPO, TempHomeTestCase
 
 HOSTILE_QUERIES = [
     '"', '""', '"unbalanced', "*", "deploy*", "*deploy", ":", "text:deploy", "records_fts:deploy",
@@ -33,34 +40,80 @@ class IndexTestCase(TempHomeTestCase):
 
 
 class SchemaTests(IndexTestCase):
-    def test_wal_user_version_and_private_file(self):
+    def test_wal_user_version_mark_and_private_file(self):
         conn = sqlite3.connect(self.path)
         self.addCleanup(conn.close)
         self.assertEqual(conn.execute("PRAGMA journal_mode").fetchone()[0], "wal")
         self.assertEqual(conn.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+        self.assertEqual(conn.execute("PRAGMA application_id").fetchone()[0], APPLICATION_ID)
+        self.assertEqual(APPLICATION_ID.to_bytes(4, "big"), b"qmem")
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_fts'").fetchone()[0]
-        self.assertIn("unicode61 remove_diacritics 2", sql)
-        self.assertIn("prefix", sql)
+        self.assertIn("porter unicode61 remove_diacritics 2", sql)
+        self.assertNotIn("prefix", sql)
+        self.assertIn("tail", [row[1] for row in conn.execute("PRAGMA table_info(import_files)")])
         self.assertEqual(self.path.stat().st_mode & 0o777, 0o600)
 
-    def test_migrates_a_v1_file_keeping_its_records(self):
-        from qmem.localindex import _MIGRATIONS
-
-        path = self.home / "v1.sqlite"
+    def make_old(self, version: int, texts=("made by schema one",)) -> Path:
+        path = self.home / f"v{version}.sqlite"
         conn = sqlite3.connect(path)
-        conn.executescript(_MIGRATIONS[0])
-        conn.execute("INSERT INTO records (id, text, state, coverage, content_hash, learned_at) "
-                     "VALUES ('old', 'made by schema one', 'synced', 'full', 'h', 'now')")
-        conn.execute("PRAGMA user_version = 1")
+        for script in MIGRATIONS[:version]:
+            conn.executescript(script)
+        conn.execute("PRAGMA journal_mode = WAL")
+        for i, text in enumerate(texts):
+            conn.execute("INSERT INTO records (id, text, state, coverage, content_hash, learned_at) "
+                         "VALUES (?, ?, 'synced', 'full', 'h', 'now')", (f"old{i}", text))
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
         conn.close()
-        with LocalIndex(path) as index:
-            self.assertEqual(index.find("schema one").records[0].id, "old")
+        return path
+
+    def test_migrates_v1_and_v2_files_keeping_records_and_marking_them(self):
+        for version in (1, 2):
+            with self.subTest(version=version):
+                path = self.make_old(version, ["made by schema one, visited twice"])
+                with LocalIndex(path) as index:
+                    self.assertEqual(index.find("schema one").records[0].id, "old0")
+                    self.assertEqual(index.find("visits").records[0].id, "old0")  # re-indexed with stems
+                conn = sqlite3.connect(path)
+                self.addCleanup(conn.close)
+                self.assertEqual(conn.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+                self.assertEqual(conn.execute("PRAGMA application_id").fetchone()[0], APPLICATION_ID)
+                self.assertIsNotNone(conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'records_superseded_by'").fetchone())
+                self.assertEqual(conn.execute("SELECT tail FROM import_files").fetchall(), [])
+
+    def test_migration_reports_progress_and_indexes_every_record(self):
+        import qmem.indexschema as schema
+
+        texts = [f"record number {i} about walking" for i in range(23)]
+        path = self.make_old(2, texts)
+        calls = []
+        batch, schema.REBUILD_BATCH = schema.REBUILD_BATCH, 5
+        self.addCleanup(setattr, schema, "REBUILD_BATCH", batch)
+        with LocalIndex(path, progress=lambda done, total: calls.append((done, total))) as index:
+            self.assertEqual(calls, [(0, 23), (5, 23), (10, 23), (15, 23), (20, 23), (23, 23)])
+            result = index.find("walked", limit=100)
+            self.assertEqual(len(result.records), 23)
+        calls.clear()
+        with LocalIndex(path, progress=lambda done, total: calls.append((done, total))):
+            self.assertEqual(calls, [])  # already current: no migration, no progress
+
+    def test_failed_migration_changes_nothing(self):
+        path = self.make_old(2)
+        conn = sqlite3.connect(path)
+        conn.execute("ALTER TABLE import_files ADD COLUMN tail TEXT")  # v3 will fail to add it
+        conn.commit()
+        conn.close()
+        with self.assertRaises(LocalIndexError):
+            LocalIndex(path)
         conn = sqlite3.connect(path)
         self.addCleanup(conn.close)
-        self.assertEqual(conn.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
-        self.assertIsNotNone(conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'records_superseded_by'").fetchone())
+        self.assertEqual(conn.execute("PRAGMA user_version").fetchone()[0], 2)
+        self.assertEqual(conn.execute("PRAGMA application_id").fetchone()[0], 0)
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_fts'").fetchone()[0]
+        self.assertNotIn("porter", sql)
+        self.assertEqual(conn.execute("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'schema'")
+                         .fetchone()[0], 1)
 
     def test_reopen_is_idempotent(self):
         sample(self.index, "a1", "kept across reopen")
@@ -80,33 +133,92 @@ class FindTests(IndexTestCase):
     def ids(self, query, **kw):
         return [r.id for r in self.index.find(query, **kw).records]
 
-    def test_all_words_first(self):
+    def test_all_words_first_then_filled_with_any_word(self):
         result = self.index.find("deploy gateway")
-        self.assertEqual([r.id for r in result.records], ["r1"])
-        self.assertFalse(result.partial)
+        self.assertEqual([r.id for r in result.records], ["r1", "r3"])
+        self.assertEqual((result.match, result.complete, result.partial, result.more), ("all", 1, False, False))
+        self.assertEqual(result.to_json()["complete"], 1)
 
     def test_any_word_fallback_is_labelled_partial(self):
         result = self.index.find("gateway unicorn")
         self.assertTrue(result.partial)
         self.assertEqual(sorted(r.id for r in result.records), ["r1", "r3"])
         self.assertEqual(result.to_json()["match"], "any")
+        self.assertEqual(result.complete, 0)
 
-    def test_diacritics_and_prefixes(self):
+    def test_diacritics_and_stems(self):
         self.assertEqual(self.ids("citta"), ["r2"])
         self.assertEqual(self.ids("PERCHE"), ["r2"])
-        result = self.index.find("configur gate")  # no exact word: every word as a prefix
-        self.assertEqual(([r.id for r in result.records], result.match), (["r3"], "all-prefix"))
-        self.assertFalse(result.partial)
-
-    def test_exact_words_are_preferred_to_prefixes(self):
-        sample(self.index, "r5", "deploy notes")
-        sample(self.index, "r6", "deployment notes")
-        result = self.index.find("deploy notes")
-        self.assertEqual(([r.id for r in result.records], result.match), (["r5"], "all"))
-        self.assertEqual(self.index.find("deplo notes").match, "all-prefix")
-        # A longer word is not a prefix match: only "circuit" matches, so the answer is partial.
+        self.assertEqual(self.ids("configurations"), ["r3"])  # stem "configur"
+        self.assertEqual(self.ids("deploying"), ["r1"])
         result = self.index.find("breakers circuit")
-        self.assertEqual(([r.id for r in result.records], result.partial), (["r2"], True))
+        self.assertEqual(([r.id for r in result.records], result.partial), (["r2"], False))
+
+    def test_prefixes_only_when_no_word_matches_exactly(self):
+        result = self.index.find("configu gatew")  # no exact word at all: every word as a prefix
+        self.assertEqual(([r.id for r in result.records], result.match, result.complete), (["r3", "r1"], "all-prefix", 1))
+        self.assertFalse(result.partial)
+        result = self.index.find("configur gate")  # "configur" is a word (a stem): no prefixes
+        self.assertEqual(([r.id for r in result.records], result.match), (["r3"], "any"))
+        result = self.index.find("deplo nothing")
+        self.assertEqual(([r.id for r in result.records], result.match), (["r1"], "any"))
+
+    def test_stopwords_are_left_out_unless_nothing_else(self):
+        sample(self.index, "c1", "what did you do to the what did you")
+        result = self.index.find("what did the gateway do")
+        self.assertEqual(result.terms, ("gateway",))
+        self.assertEqual(result.stopwords, ("what", "did", "the", "do"))
+        self.assertEqual(sorted(r.id for r in result.records), ["r1", "r3"])
+        self.assertEqual(self.ids("what did you"), ["c1"])
+        self.assertEqual(self.index.find("what did you").to_json()["stopwords"], [])
+
+    def test_more_says_results_were_left_out(self):
+        for i in range(5):
+            sample(self.index, f"m{i}", f"gateway note {i}")
+        self.assertTrue(self.index.find("gateway", limit=6).more)
+        self.assertFalse(self.index.find("gateway", limit=7).more)
+        self.assertEqual(len(self.index.find("gateway", limit=7).records), 7)
+        mixed = self.index.find("gateway note", limit=5)  # 5 complete of 5 shown, the rest not
+        self.assertEqual((mixed.complete, mixed.more, len(mixed.records)), (5, True, 5))
+        filled = self.index.find("gateway note", limit=6)
+        self.assertEqual((filled.complete, filled.more, len(filled.records)), (5, True, 6))
+        self.assertTrue(filled.to_json()["more"])
+
+    def test_equal_scores_keep_learning_order_with_and_without_filters(self):
+        order = ["t5", "t2", "t9", "t1", "t7", "t3"]
+        for record_id in order:
+            sample(self.index, record_id, "identical tie text", project_id="ties", scope="s")
+        for kw in ({}, {"project": "ties"}, {"scope": "s"}):
+            with self.subTest(**kw):
+                self.assertEqual(self.ids("identical tie", **kw), order)
+                self.assertEqual(self.ids("identical tie", limit=3, **kw), order[:3])
+                self.assertEqual(self.ids("identical unicorn", limit=4, **kw), order[:4])
+
+    def test_scope_matches_exactly(self):
+        sample(self.index, "sc1", "scoped gateway note", scope="team")
+        sample(self.index, "sc2", "scoped gateway note", scope="personal")
+        sample(self.index, "sc3", "scoped gateway note")  # scope unknown
+        self.assertEqual(self.ids("scoped", scope="team"), ["sc1"])
+        self.assertEqual(self.ids("scoped", scope="personal"), ["sc2"])
+        self.assertEqual(self.ids("scoped", scope="other"), [])
+        self.assertEqual(self.ids("scoped"), ["sc1", "sc2", "sc3"])
+
+    def test_text_that_cannot_be_stored_is_an_input_error(self):
+        for call in (lambda: self.index.find("\ud800"), lambda: self.index.find("gateway \udfff"),
+                     lambda: self.index.find("gateway", project="\ud800"),
+                     lambda: self.index.find("gateway", scope="a\udc80"), lambda: self.index.get("\ud800"),
+                     lambda: self.index.get_meta("\ud800"), lambda: self.index.set_meta("k", "\ud800"),
+                     lambda: self.index.learn([Observation(id="u1", text="bad \ud800 text")]),
+                     lambda: self.index.learn([Observation(id="u2", text="fine")], meta={"k": "\ud800"})):
+            with self.assertRaises(InputError) as caught:
+                call()
+            self.assertIn("not valid Unicode", str(caught.exception))
+            self.assertNotIn("\n", str(caught.exception))
+        self.assertIsNone(self.index.get("u1"))
+        self.assertIsNone(self.index.get("u2"))
+        self.assertIsNone(observation_from_record({"id": "g", "text": "x\ud800"}, coverage="full", state="synced"))
+        with self.assertRaises(InputError):
+            self.index.find("gateway", project=3)
 
     def test_filters(self):
         self.assertEqual(self.ids("gateway", project="alpha", kind="fact"), ["r3"])
@@ -124,7 +236,7 @@ class FindTests(IndexTestCase):
                 try:
                     result = self.index.find(query)
                 except InputError as exc:
-                    self.assertIn("no words", str(exc))
+                    self.assertRegex(str(exc), "no words|not valid Unicode")
                 else:
                     self.assertLessEqual(len(result.terms), 32)
 
@@ -158,7 +270,7 @@ class FindTests(IndexTestCase):
 
         pending = Outbox(self.index).enqueue(NewRecord(text="queued gateway note", project_id="alpha"))
         result = self.index.find("queued gateway")
-        self.assertEqual([r.id for r in result.records], [pending.id])
+        self.assertEqual((result.records[0].id, result.complete), (pending.id, 1))
         self.assertTrue(result.records[0].pending)
 
 
@@ -216,14 +328,37 @@ class BadFileTests(TempHomeTestCase):
         return hashlib.sha256(path.read_bytes()).hexdigest()
 
     def assertRefusedUntouched(self, path: Path, error=CorruptIndexError, fragment="untouched"):
+        siblings = sorted(p.name for p in path.parent.iterdir())
         before = (self.digest(path), path.stat().st_size, path.stat().st_mtime_ns)
         with self.assertRaises(error) as caught:
             LocalIndex(path)
         message = str(caught.exception)
         self.assertNotIn(str(path.parent), message)
+        self.assertIn(fragment, message)
         self.assertEqual(before, (self.digest(path), path.stat().st_size, path.stat().st_mtime_ns))
-        self.assertFalse(Path(str(path) + "-wal").exists() and Path(str(path) + "-wal").stat().st_size)
+        self.assertEqual(siblings, sorted(p.name for p in path.parent.iterdir()))  # no -wal, -shm, -journal
         return message
+
+    def foreign(self, name: str, *, user_version: int, wal: bool = False, application_id: int = 0) -> Path:
+        path = self.home / name
+        conn = sqlite3.connect(path)
+        if wal:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE precious (x)")
+        conn.execute("CREATE TABLE records (id, text)")
+        conn.execute("INSERT INTO precious VALUES (1)")
+        conn.execute(f"PRAGMA user_version = {user_version}")
+        conn.execute(f"PRAGMA application_id = {application_id}")
+        conn.commit()
+        conn.close()
+        return path
+
+    def qmem_shaped(self, name: str, version: int) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.home / name)
+        for script in MIGRATIONS[:version]:
+            conn.executescript(script)
+        conn.execute(f"PRAGMA user_version = {version}")
+        return conn
 
     def test_not_sqlite(self):
         path = self.home / "qmem.sqlite"
@@ -253,6 +388,48 @@ class BadFileTests(TempHomeTestCase):
         message = self.assertRefusedUntouched(path)
         self.assertIn("did not create", message)
 
+    def test_foreign_database_that_looks_versioned_is_untouched(self):
+        # user_version 1 or 2 once passed as qmem's; then journal_mode = WAL rewrote the header.
+        for version in (1, 2):
+            for wal in (False, True):
+                with self.subTest(user_version=version, wal=wal):
+                    path = self.foreign(f"other-{version}-{wal}.sqlite", user_version=version, wal=wal)
+                    self.assertIn("did not create", self.assertRefusedUntouched(path))
+
+    def test_foreign_database_with_a_live_write_ahead_log_is_untouched(self):
+        path = self.foreign("live.sqlite", user_version=2, wal=True)
+        writer = sqlite3.connect(path)
+        self.addCleanup(writer.close)
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("INSERT INTO precious VALUES (2)")
+        writer.commit()  # in the -wal only; the other application still has it open
+        log = Path(f"{path}-wal")
+        log_before = self.digest(log)
+        self.assertRefusedUntouched(path)
+        self.assertEqual(self.digest(log), log_before)
+
+    def test_another_applications_id_is_refused_even_with_qmem_tables(self):
+        path = self.foreign("app.sqlite", user_version=2, application_id=0x12345678)
+        self.assertIn("another application (application_id 0x12345678)", self.assertRefusedUntouched(path))
+        conn = self.qmem_shaped("shaped.sqlite", 2)
+        conn.execute("PRAGMA application_id = 42")
+        conn.close()
+        self.assertIn("another application", self.assertRefusedUntouched(self.home / "shaped.sqlite"))
+
+    def test_qmem_tables_plus_others_or_an_unknown_version_are_refused(self):
+        conn = self.qmem_shaped("extra.sqlite", 2)
+        conn.execute("CREATE TABLE someone_elses (x)")
+        conn.close()
+        self.assertRefusedUntouched(self.home / "extra.sqlite")
+        conn = self.qmem_shaped("v1-as-v2.sqlite", 1)
+        conn.execute("PRAGMA user_version = 2")  # v1 tables, v2 claimed
+        conn.close()
+        self.assertRefusedUntouched(self.home / "v1-as-v2.sqlite")
+        conn = self.qmem_shaped("unmarked-v3.sqlite", 2)
+        conn.execute("PRAGMA user_version = 3")  # only a marked file can be v3
+        conn.close()
+        self.assertRefusedUntouched(self.home / "unmarked-v3.sqlite")
+
     def test_newer_schema(self):
         path = self.home / "new.sqlite"
         with LocalIndex(path):
@@ -260,9 +437,31 @@ class BadFileTests(TempHomeTestCase):
         conn = sqlite3.connect(path)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         conn.close()
+        message = self.assertRefusedUntouched(path, error=LocalIndexError, fragment="newer qmem")
+        self.assertIn(f"schema v{SCHEMA_VERSION + 1}", message)
+
+    def test_newer_schema_still_in_the_write_ahead_log(self):
+        path = self.home / "newer-wal.sqlite"
+        with LocalIndex(path):
+            pass
+        writer = sqlite3.connect(path)
+        self.addCleanup(writer.close)
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         with self.assertRaises(LocalIndexError) as caught:
             LocalIndex(path)
         self.assertIn("newer qmem", str(caught.exception))
+        self.assertEqual(writer.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION + 1)
+
+    def test_empty_file_and_empty_database_become_an_index(self):
+        empty = self.home / "empty.sqlite"
+        empty.touch()
+        blank = self.home / "blank.sqlite"
+        sqlite3.connect(blank).execute("PRAGMA user_version").fetchone()
+        for path in (empty, blank):
+            with LocalIndex(path) as index:
+                sample(index, "e", "works")
+                self.assertEqual(index.get("e").text, "works")
 
     def test_full_disk_writes_nothing(self):
         path = self.home / "full.sqlite"
@@ -277,6 +476,113 @@ class BadFileTests(TempHomeTestCase):
             self.assertIn("full", str(caught.exception))
             self.assertEqual(index.status().records, 1)
             self.assertEqual(index.get("keep").text, "already stored")
+
+
+READER = r"""
+import json, sys
+from qmem import local
+from qmem.errors import LocalIndexError
+from qmem.localindex import LocalIndex, Observation
+from qmem.outbox import Outbox
+
+index = LocalIndex(sys.argv[1])
+out = {"read_only": index.read_only, "found": [r.id for r in index.find("kept").records],
+       "records": index.status().records, "queue": Outbox(index).report().counts}
+for attempt in (lambda: index.learn([Observation(id="new", text="never written")]),
+                lambda: index.set_meta("k", "v")):
+    try:
+        attempt()
+        out.setdefault("writes", []).append("written")
+    except LocalIndexError as exc:
+        out.setdefault("writes", []).append(str(exc))
+index.close()
+env = {"HOME": sys.argv[2], "QMEM_SQLITE": sys.argv[1], "PATH": "/usr/bin:/bin"}
+out["cli"] = [local.run([*args, "--json"], env=env).code for args in (["find", "kept"], ["status"], ["queue"])]
+print(json.dumps(out))
+"""
+
+
+class ReadOnlyTests(TempHomeTestCase):
+    """A file or directory this process cannot write: reads answer, writes fail clearly.
+
+    As root (who ignores file modes) the reader runs as ``nobody`` through ``setpriv``.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.root = os.geteuid() == 0
+        self.runner: list[str] = []
+        if self.root:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                self.skipTest("running as root and setpriv is unavailable to drop privileges")
+            self.runner = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+            probe = subprocess.run([*self.runner, sys.executable, "-c", "import qmem"], capture_output=True,
+                                   timeout=60, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+            if probe.returncode != 0:
+                self.skipTest("this Python cannot run as an unprivileged user here")
+        self.directory = self.home / "ro"
+        self.directory.mkdir()
+        self.path = self.directory / "qmem.sqlite"
+        self.addCleanup(os.chmod, self.directory, 0o700)
+        with LocalIndex(self.path) as index:
+            sample(index, "k1", "kept record one")
+            from qmem.outbox import Outbox
+            from qmem.records import NewRecord
+
+            Outbox(index).enqueue(NewRecord(text="kept queued note", project_id="p"))
+        os.chmod(self.home, 0o755)
+
+    def lock_down(self, *, directory_writable: bool) -> None:
+        if self.root:  # root owns everything: nobody may read but not write
+            os.chmod(self.path, 0o644)
+            os.chmod(self.directory, 0o777 if directory_writable else 0o755)
+        else:
+            os.chmod(self.path, 0o444)
+            os.chmod(self.directory, 0o755 if directory_writable else 0o555)
+
+    def read_as_reader(self) -> dict:
+        proc = subprocess.run([*self.runner, sys.executable, "-c", READER, str(self.path), str(self.directory)],
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        return json.loads(proc.stdout)
+
+    def assertServesReadsOnly(self, out: dict, *, found: list[str]) -> None:
+        gateway_ids = sorted(i for i in out["found"] if not i.startswith("local-"))
+        self.assertEqual((gateway_ids, len(out["found"])), (found, len(found) + 1))  # + the queued note
+        self.assertEqual(out["records"], len(found) + 1)
+        self.assertEqual(out["queue"]["pending"], 1)
+        self.assertEqual(out["writes"], ["the local index qmem.sqlite is read-only; nothing was written"] * 2)
+        self.assertEqual(out["cli"], [0, 0, 0])
+
+    def test_read_only_file_in_a_writable_directory(self):
+        self.lock_down(directory_writable=True)
+        before = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        out = self.read_as_reader()
+        self.assertServesReadsOnly(out, found=["k1"])
+        self.assertEqual(hashlib.sha256(self.path.read_bytes()).hexdigest(), before)
+
+    def test_read_only_directory_without_shared_memory_file(self):
+        self.lock_down(directory_writable=False)
+        self.assertFalse(Path(f"{self.path}-shm").exists())
+        before = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        out = self.read_as_reader()
+        self.assertTrue(out["read_only"])
+        self.assertServesReadsOnly(out, found=["k1"])
+        self.assertEqual(hashlib.sha256(self.path.read_bytes()).hexdigest(), before)
+        self.assertEqual(sorted(p.name for p in self.directory.iterdir()), ["qmem.sqlite"])
+
+    def test_read_only_directory_while_a_writer_holds_the_log(self):
+        os.chmod(self.path, 0o644)  # the -wal and -shm a writer creates take the file's mode
+        writer = LocalIndex(self.path)
+        self.addCleanup(writer.close)
+        writer._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        sample(writer, "k2", "kept record two, only in the log")
+        self.assertGreater(Path(f"{self.path}-wal").stat().st_size, 0)
+        self.lock_down(directory_writable=False)
+        out = self.read_as_reader()
+        self.assertServesReadsOnly(out, found=["k1", "k2"])
 
 
 class RecordJsonTests(unittest.TestCase):
