@@ -80,6 +80,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .lookalikes import (
     CLOSE_BRACKETS, COMBINING_MARKS, EQUALS, GREATER_THAN, INVISIBLE, LESS_THAN, LINE_BREAKS, OPEN_BRACKETS,
@@ -125,6 +126,7 @@ class Excerpt:
 
 # --- the patterns, in two builds: one for text without astral characters, one for any text -----
 
+@lru_cache(maxsize=None)
 def _letters(letter: str, *, astral: bool) -> str:
     """A class body for ``letter`` and its look-alikes with both cases spelled out, so that no
     pattern needs IGNORECASE (which is twice as slow on large classes)."""
@@ -148,15 +150,17 @@ _INVISIBLE_CODES = frozenset(code for lo, hi in INVISIBLE for code in range(lo, 
 
 @dataclass(frozen=True)
 class _Patterns:
-    special: re.Pattern[str]       # what _normalise removes or maps (non-ASCII only)
-    delimiter: re.Pattern[str]     # a tag-shaped span or the bare name
-    header_shape: re.Pattern[str]  # "[n] key=" in any look-alike spelling
-    field: re.Pattern[str]         # "key=" (provenance values)
-    brackets: re.Pattern[str]      # a look-alike angle bracket
-    name_hint: re.Pattern[str]     # a letter the name cannot do without (an x)
+    special: re.Pattern[str]    # what _normalise removes or maps (non-ASCII only)
+    delimiter: re.Pattern[str]  # a tag-shaped span or the bare name
+    number: re.Pattern[str]     # "[n] " in any brackets: a header shape when a field follows
+    field: re.Pattern[str]      # "key=" in any look-alike spelling
+    brackets: re.Pattern[str]   # a look-alike angle bracket
+    name_hint: re.Pattern[str]  # a letter the name cannot do without (an x)
 
 
+@lru_cache(maxsize=None)
 def _build(*, astral: bool) -> _Patterns:
+    """The patterns, compiled on first use (tens of milliseconds: the letter classes are large)."""
     invisible = INVISIBLE if astral else tuple(pair for pair in INVISIBLE if pair[1] <= 0xFFFF)
     mapped = "".join(re.escape(ch) for ch in _STRICT_MAP if astral or ord(ch) <= 0xFFFF)
     # Invisible characters go; C1 controls, surrogates, private use and non-characters become spaces.
@@ -168,8 +172,7 @@ def _build(*, astral: bool) -> _Patterns:
         special=re.compile(special),
         # "<", a short prefix on the same line, the name, attributes up to ">" — or the name, then ">".
         delimiter=re.compile(rf"<[^<>\n]{{0,40}}?{name}(?:[^<>\n]{{0,200}}>)?|{name}(?:[^\S\n]*>)?"),
-        header_shape=re.compile(rf"[{re.escape(OPEN_BRACKETS)}<]\s*(\d+)\s*[{re.escape(CLOSE_BRACKETS)}>]\s*"
-                                rf"({key})\s*[{EQUALS}]"),
+        number=re.compile(rf"[{re.escape(OPEN_BRACKETS)}<]\s*(\d+)\s*[{re.escape(CLOSE_BRACKETS)}>]\s*"),
         field=re.compile(rf"({key})\s*[{EQUALS}]"),
         brackets=re.compile("[" + "".join(re.escape(ch) for ch in LESS_THAN + GREATER_THAN
                                           if astral or ord(ch) <= 0xFFFF) + "]"),
@@ -177,13 +180,9 @@ def _build(*, astral: bool) -> _Patterns:
     )
 
 
-_BMP_ONLY = _build(astral=False)
-_ANY = _build(astral=True)
-
-
 def _patterns(text: str) -> _Patterns:
     # Astral characters are the ones UTF-16 spells with two units (lone surrogates pass as one).
-    return _ANY if len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) else _BMP_ONLY
+    return _build(astral=not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text))
 
 
 # --- normalisation: the strict form, with or without casefolding -----------------------------
@@ -249,13 +248,25 @@ def _delimiter(match: re.Match[str]) -> str:
     return TAG_MARKER if "<" in span or ">" in span else NAME_MARKER
 
 
+def _header_shapes(text: str, patterns: _Patterns) -> list[tuple[int, int, str]]:
+    """(start, end, replacement) of every "[n] key=" in ``text``: "#n key="."""
+    found = []
+    for number in patterns.number.finditer(text):
+        field = patterns.field.match(text, number.end())
+        if field:
+            found.append((number.start(), field.end(), f"#{number.group(1)} {field.group(1)}="))
+    return found
+
+
 def _neutralise(text: str, *, provenance: bool) -> str:
     ascii_text = text.isascii()
-    patterns = _BMP_ONLY if ascii_text else _patterns(text)
+    patterns = _patterns(text)
     if _NAME_HINT.search(text) if ascii_text else patterns.name_hint.search(text):
         text = patterns.delimiter.sub(_delimiter, text)
     if _EQUALS_HINT.search(text):
-        text = patterns.header_shape.sub(lambda m: f"#{m.group(1)} {m.group(2)}=", text)
+        shapes = _header_shapes(text, patterns)
+        for start, end, replacement in reversed(shapes):
+            text = text[:start] + replacement + text[end:]
         if provenance:
             text = patterns.field.sub(lambda m: f"{m.group(1)}:", text)
     return text
@@ -264,7 +275,7 @@ def _neutralise(text: str, *, provenance: bool) -> str:
 def _forbidden(folded: str, *, provenance: bool) -> bool:
     """True when the strict form of a neutralised value still holds something to neutralise."""
     patterns = _patterns(folded)
-    return (patterns.delimiter.search(folded) is not None or patterns.header_shape.search(folded) is not None
+    return (patterns.delimiter.search(folded) is not None or bool(_header_shapes(folded, patterns))
             or (provenance and patterns.field.search(folded) is not None))
 
 
