@@ -66,9 +66,9 @@ regular expressions without nested repetition.
 
 What the fence does **not** promise.  It is defence in depth: a model can still be influenced
 by text inside a delimiter, and nothing but the header asks it to treat recalled text as data.
-Multi-character look-alikes (``rn`` for ``m``), words split by letters or digits, reversed or
-encoded text (base64, percent-encoding, which are shown as they are) and other delimiters are not
-recognised.  Benign text stays readable but not always byte-identical: zero-width joiners and
+Multi-character look-alikes (``rn`` for ``m``), words split by letters or digits, reversed text,
+encodings other than HTML entities (base64, percent-encoding: not decoded) and other delimiters
+are not recognised.  Benign text stays readable but not always byte-identical: zero-width joiners and
 variation selectors are removed (an emoji ZWJ sequence falls apart), entities are shown decoded
 (``&nbsp;`` becomes a space), and the delimiter's name is replaced by a marker.
 """
