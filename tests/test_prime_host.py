@@ -15,7 +15,14 @@ What Prime 0.8.0 does that pi does not, and these tests rely on:
 * a notification sent during ``session_start`` is lost (no client is attached yet);
 * a sub-agent made by ``await rlm(...)`` in the ``ipython`` tool is a separate session in the
   same worker, with its own extension instance and a header ``{"rlmDepth": 1,
-  "parentSession": …}``, written to ``session-artifacts/<root id>/sub-<8 hex>/<id>.jsonl``.
+  "parentSession": …}``, written to ``session-artifacts/<root id>/sub-<8 hex>/<id>.jsonl``; its
+  task arrives as a ``custom_message`` (``agent_message``), not as a user message, and so does
+  the parent's notice that the child finished (``rlm_child_terminal_notice``);
+* MCP servers added with ``prime-agent mcp add`` are reached from the kernel
+  (``await mcp.call_tool(...)``), with only a small ambient environment plus ``--env`` references.
+
+Prime's kernel (``PRIME_AGENT_KERNEL_PYTHON``) is installed by ``.ci/run`` as its own host, so
+only :class:`PrimeKernelTests` needs it.
 """
 
 from __future__ import annotations
@@ -73,10 +80,13 @@ def end_processes(home: Path) -> None:
         handles = []
         for pid in pids:
             try:
-                handles.append(os.pidfd_open(pid))
+                handles.append(os.pidfd_open(pid))  # opened first: it then cannot name a reused pid
+            except OSError:
+                pass  # already gone
+            try:
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, AttributeError, OSError):
-                continue
+            except ProcessLookupError:
+                pass
         for handle in handles:
             select.select([handle], [], [], 10)  # readable once the process has exited
             os.close(handle)
@@ -399,8 +409,9 @@ def is_child_request(body: dict[str, Any]) -> bool:
     return text_of(first.get("content")).startswith(TASK_PREFIX)
 
 
-def subagent_script(body: dict[str, Any]) -> Reply:
-    """Parent: SPAWN → the ipython cell.  Child: memory_search, then qmem_store, then a last word."""
+def kernel_script(body: dict[str, Any]) -> Reply:
+    """Parent: SPAWN → the spawning cell; MCP STORE → a cell calling qmem over MCP.  Child: memory_search,
+    then qmem_store, then a last word."""
     if is_child_request(body):
         steps = [m for m in body["messages"] if m.get("role") == "tool"]
         if not steps:
@@ -421,7 +432,7 @@ class PrimeKernelTests(PrimeHostTestCase):
     """What needs Prime's IPython kernel: rlm(...) sub-agents, and MCP servers (Prime calls them from Python)."""
 
     def script(self, body):
-        return subagent_script(body)
+        return kernel_script(body)
 
     @classmethod
     def setUpClass(cls):
