@@ -8,7 +8,9 @@ Promises:
 * **Definitive failures** (connect, DNS, header timeout) open the breaker at once for
   ``base_ms``; each re-open without a success in between doubles the window, up to
   ``max_ms``.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
-  ``trip_after`` in a row.
+  ``trip_after`` failed *calls* in a row (a caller reports a call once, after its own
+  retries).  :meth:`Breaker.hold` opens it for exactly the time a service asked for
+  (``Retry-After``).
 * **While open**, :meth:`Breaker.check` answers in microseconds without touching the
   network: one read of a small file.  When the window has passed, exactly one caller (in
   any process) is let through as the probe; its success closes the breaker, its failure
@@ -189,6 +191,20 @@ class Breaker:
             entry.update(failures=failures, updated=self._now())
             document["endpoints"][self.key] = entry
             return 0
+
+    def hold(self, window_ms: int) -> int:
+        """The service asked callers to wait (``Retry-After``): open for exactly that long.
+
+        Unlike a failure, this does not double the next window; if the breaker is already
+        open for longer, it stays so.  Returns the window in ms.
+        """
+        with self._locked() as document:
+            entry = self._entry(document)
+            now = self._now()
+            until = max(entry.get("open_until", 0), now + max(int(window_ms), 0))
+            document["endpoints"][self.key] = {**entry, "open_until": until, "failures": 0, "probe_until": 0,
+                                               "updated": now}
+            return until - now
 
     def _open(self, document: dict[str, Any], entry: dict[str, int]) -> int:
         now = self._now()

@@ -49,6 +49,8 @@ class EmbeddingsClient:
         except TransportError as exc:
             if exc.kind == "cancelled":
                 raise EmbeddingError(exc.message, category="cancellation") from None
+            if exc.kind == "encoding":
+                raise EmbeddingError(exc.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
                 breaker.definitive_failure() if exc.definitive else breaker.ambiguous_failure()
             timeout = exc.kind in ("header_timeout", "body_timeout")

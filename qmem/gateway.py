@@ -7,14 +7,18 @@ Promises:
   without touching the network.
 * Definitive failures (connect, DNS, TLS, header timeout) are not retried and open the
   breaker.  Ambiguous ones (5xx, 429, slow or cut-off bodies) are retried at most
-  ``retries`` times, honouring ``Retry-After`` up to ``max_retry_wait_s`` (a longer wait is
-  not worth blocking an agent turn for: the call gives up instead).
+  ``retries`` times, honouring ``Retry-After`` up to ``max_retry_wait_s``; the breaker
+  counts the call once, after its retries.  A longer ``Retry-After`` is not worth blocking
+  an agent turn for: the call gives up at once, without sleeping, and the breaker stays
+  open for the time the gateway asked, so later calls and flushes wait as asked.
 * Any answer below 500 other than 429 closes the breaker: the gateway is alive.  4xx
   answers become :class:`GatewayRefused` (with the gateway's ``error`` code and a bounded
   detail), :class:`GatewayUnauthorized` or :class:`GatewayDuplicate` (409, with the matched
   id).  A 2xx whose body is not the expected JSON is an ambiguous failure, never data.
-* Errors say ``sent`` when the request may have reached the gateway: a write that fails
+* Errors say ``sent`` when any attempt may have reached the gateway: a write that fails
   that way must be retried with the same Idempotency-Key, never reported as lost.
+* A gateway's error ``code`` and ``detail`` pass through the credential scanner's
+  redaction before they reach a message or an outbox reason.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from urllib.parse import quote
 
 from .breaker import Breaker
 from .errors import QmemError
+from .secretscan import redact
 from .transport import HttpClient, Response, TransportError
 
 __all__ = [
@@ -118,10 +123,12 @@ def _detail(payload: Any) -> tuple[str | None, str | None]:
         detail = "; ".join(bits) or None
     elif not isinstance(detail, str):
         detail = None
+    # Server-supplied text is shown and stored: redact credentials first (a validation error
+    # may echo the request's Authorization header), then bound it.
     if code:
-        code = " ".join(code.split())[:60]
+        code = " ".join(redact(code).split())[:60]
     if detail:
-        detail = " ".join(detail.split())[:MAX_DETAIL_CHARS]
+        detail = " ".join(redact(detail).split())[:MAX_DETAIL_CHARS]
     return code, detail
 
 
@@ -208,38 +215,55 @@ class GatewayClient:
                                      kind="protocol", sent=True, status=response.status) from None
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Response:
+        """One call: the breaker's leave, then at most ``retries`` retries of ambiguous failures.
+
+        The breaker hears about the *call* once, when it ends: a success, one failure (so
+        ``breakerTripAfter`` counts calls, not attempts), or a ``Retry-After`` longer than
+        this client waits, which holds it open for exactly that long.  ``sent`` on the
+        error is true when any attempt may have reached the gateway.
+        """
         decision = self.breaker.check()
         if not decision.allowed:
-            raise GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
-                                     kind="breaker_open", sent=False, breaker_open=True,
-                                     retry_in_ms=decision.retry_in_ms)
+            raise _breaker_open(decision.retry_in_ms, sent=False)
         attempt = 0
+        sent = False
         while True:
             try:
                 response = self._http.request(method, path, **kwargs)
             except TransportError as exc:
-                if exc.kind == "cancelled":
-                    raise GatewayUnavailable(exc.message, kind="cancelled", sent=exc.sent) from None
-                if not exc.ambiguous or decision.probe:
-                    window = self.breaker.definitive_failure() if exc.definitive or decision.probe else \
-                        self.breaker.ambiguous_failure()
-                    raise GatewayUnavailable(exc.message, kind=exc.kind, sent=exc.sent, breaker_open=bool(window),
-                                             retry_in_ms=window, status=exc.status) from None
-                window = self.breaker.ambiguous_failure()
+                sent = sent or exc.sent
+                if exc.kind in ("cancelled", "encoding"):
+                    # Said nothing about the gateway's health: the breaker is not told.
+                    raise GatewayUnavailable(exc.message, kind=exc.kind, sent=sent) from None
                 wait = exc.retry_after if exc.retry_after is not None else 0.2 * (2 ** attempt)
-                if window or attempt >= self.retries or wait > self.max_retry_wait_s:
-                    raise GatewayUnavailable(exc.message, kind=exc.kind, sent=exc.sent, breaker_open=bool(window),
-                                             retry_in_ms=window, status=exc.status) from None
-                self._sleep(wait)
-                attempt += 1
-                decision = self.breaker.check()
-                if not decision.allowed:  # another process opened it meanwhile
-                    raise GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
-                                             kind="breaker_open", sent=exc.sent, breaker_open=True,
-                                             retry_in_ms=decision.retry_in_ms) from None
-                continue
+                if exc.ambiguous and not decision.probe and attempt < self.retries and wait <= self.max_retry_wait_s:
+                    self._sleep(wait)
+                    attempt += 1
+                    decision = self.breaker.check()
+                    if not decision.allowed:  # another process opened it meanwhile
+                        raise _breaker_open(decision.retry_in_ms, sent=sent) from None
+                    continue
+                window = self._record_failure(exc, probe=decision.probe)
+                raise GatewayUnavailable(exc.message, kind=exc.kind, sent=sent, breaker_open=bool(window),
+                                         retry_in_ms=window, status=exc.status) from None
             self.breaker.success()
             return response
+
+    def _record_failure(self, exc: TransportError, *, probe: bool) -> int:
+        """Tell the breaker how this call failed; the window it opened in ms (0: still closed)."""
+        if exc.definitive or probe:
+            window = self.breaker.definitive_failure()
+        else:
+            window = self.breaker.ambiguous_failure()
+        if exc.retry_after is not None and exc.retry_after > self.max_retry_wait_s:
+            # The gateway asked for a pause longer than a turn can wait: honour it for everyone.
+            window = max(window, self.breaker.hold(int(exc.retry_after * 1000)))
+        return window
+
+
+def _breaker_open(retry_in_ms: int, *, sent: bool) -> GatewayUnavailable:
+    return GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
+                              kind="breaker_open", sent=sent, breaker_open=True, retry_in_ms=retry_in_ms)
 
 
 def _safe_json(response: Response) -> Any:

@@ -185,6 +185,8 @@ class ReadOnlyQdrant:
         except TransportError as exc:
             if exc.kind == "cancelled":
                 raise QdrantError(exc.message, category="cancellation") from None  # says nothing about Qdrant
+            if exc.kind == "encoding":
+                raise QdrantError(exc.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
                 if exc.definitive:
                     breaker.definitive_failure()

@@ -28,14 +28,15 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .errors import QmemError
 
-__all__ = ["HttpClient", "Response", "TransportError", "parse_retry_after"]
+__all__ = ["HttpClient", "Response", "TransportError", "parse_retry_after", "set_wait_observer"]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_RETRY_AFTER_S = 300.0
@@ -45,6 +46,18 @@ DEFINITIVE_KINDS = frozenset({"connect", "dns", "tls", "header_timeout"})
 AMBIGUOUS_KINDS = frozenset({"body_timeout", "disconnect", "http_status"})
 
 
+#: ``observer(service, timeout_s)`` -> a context manager around each request, or None.
+#: A CLI on a terminal installs :class:`qmem.waitline.WaitLine` to say what it waits for.
+WaitObserver = Callable[[str, float], AbstractContextManager[None]]
+_wait_observer: WaitObserver | None = None
+
+
+def set_wait_observer(observer: WaitObserver | None) -> None:
+    """Install (or remove, with None) the process-wide observer of waits on the network."""
+    global _wait_observer
+    _wait_observer = observer
+
+
 class TransportError(QmemError):
     """A request failed.  ``kind`` is one of:
 
@@ -52,7 +65,7 @@ class TransportError(QmemError):
     in time); ``body_timeout``, ``disconnect`` (an answer started and did not complete);
     ``http_status`` (a 5xx or 429 answer, see ``status`` and ``retry_after``);
     ``redirect``, ``too_large``, ``protocol`` (an answer qmem will not use);
-    ``cancelled``.
+    ``encoding`` (the request itself could not be encoded: nothing was sent); ``cancelled``.
     """
 
     category = "transport"
@@ -184,7 +197,8 @@ def _connect(host: str, port: int, deadline: _Deadline) -> _DeadlineSocket:
     """Resolve and connect within the deadline, trying each address like create_connection."""
     try:
         infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    except socket.gaierror:
+    except (socket.gaierror, UnicodeError):
+        # UnicodeError: a host name IDNA cannot encode; to the caller it is a name that does not resolve.
         raise TransportError("the service's host name could not be resolved", kind="dns", sent=False) from None
     last: OSError | None = None
     for family, kind, proto, _, address in infos:
@@ -302,9 +316,21 @@ class HttpClient:
         body = None
         all_headers = dict(self._headers)
         if json_body is not None:
-            body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            try:
+                body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            except (UnicodeError, ValueError):
+                raise TransportError(f"the request to the {self.service} could not be encoded", kind="encoding",
+                                     sent=False) from None
             all_headers["Content-Type"] = "application/json"
         all_headers.update(headers or {})
+        observer = _wait_observer
+        if observer is None:
+            return self._send(method, target, body, all_headers, budget, cancel)
+        with observer(self.service, self.connect_timeout + self.body_timeout if budget is None else budget):
+            return self._send(method, target, body, all_headers, budget, cancel)
+
+    def _send(self, method: str, target: str, body: bytes | None, all_headers: Mapping[str, str],
+              budget: float | None, cancel: threading.Event | None) -> Response:
         for attempt in (1, 2):
             conn, deadline, reused = self._take()
             deadline.cancel = cancel
@@ -320,6 +346,13 @@ class HttpClient:
                     # A fresh connection closed without an answer: the request may have been handled.
                     raise TransportError(f"the {self.service} closed the connection without answering",
                                          kind="disconnect", sent=True) from None
+            except TransportError as exc:
+                conn.close()
+                if attempt == 2 and not exc.sent:
+                    # The first attempt's bytes went out on the stale connection: whatever the fresh
+                    # one says, the request may have been delivered once.
+                    exc.sent = True
+                raise
             except BaseException:
                 conn.close()
                 raise
@@ -352,6 +385,13 @@ class HttpClient:
             raise _StaleConnection() from None
         except ConnectionRefusedError:
             raise TransportError(f"the {service} refused the connection", kind="connect", sent=False) from None
+        except (UnicodeError, ValueError):
+            if sent:
+                raise TransportError(f"the {service} sent a malformed answer", kind="protocol", sent=True) from None
+            # A header value http.client will not encode (a credential with a newline or non-Latin-1
+            # character): nothing was sent, and the service's health is unknown.
+            raise TransportError(f"the request to the {self.service} could not be encoded (check the API key "
+                                 f"variable for stray characters)", kind="encoding", sent=False) from None
         except ssl.SSLError:
             raise TransportError(f"the TLS connection to the {service} failed", kind="tls", sent=sent) from None
         except http.client.HTTPException:
