@@ -2,8 +2,13 @@
 
 Promises:
 
-* :meth:`Outbox.enqueue` stores a ``pending`` record under a fresh local id — the
-  Idempotency-Key it will be sent with — and it is findable at once.
+* :meth:`Outbox.enqueue` stores a ``pending`` record under a local id — the
+  Idempotency-Key it will be sent with (fresh, or the key a failed attempt already sent) —
+  and it is findable at once.
+* **A queued correction supersedes at once.**  Its target (by gateway or local id) is
+  marked ``superseded_by`` = the correction's local id in the same transaction, so default
+  search, meta and status hide and count it; the mark follows the correction to its
+  gateway id when it syncs, and is lifted if the gateway refuses the correction.
 * :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
   are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
   whose process on this machine is gone, may be claimed again; that re-send is safe
@@ -44,6 +49,7 @@ class Outcome:
     gateway_record: Mapping[str, Any] | None = None
     matched_id: str | None = None
     reason: str | None = None
+    attempted: bool = True  # False: released untouched (the run stopped before sending it)
 
     @classmethod
     def synced(cls, local_id: str, gateway_record: Mapping[str, Any]) -> "Outcome":
@@ -61,6 +67,11 @@ class Outcome:
     @classmethod
     def transient(cls, local_id: str, reason: str) -> "Outcome":
         return cls(local_id, "pending", reason=reason)
+
+    @classmethod
+    def unsent(cls, local_id: str) -> "Outcome":
+        """Claimed but not sent (the run stopped first): released as it was."""
+        return cls(local_id, "pending", attempted=False)
 
 
 @dataclass(frozen=True)
@@ -84,29 +95,38 @@ class Outbox:
         self.index = index
         self._machine = this_machine()
 
-    def enqueue(self, record: NewRecord, *, tool: str | None = None) -> Record:
-        """Queue ``record`` under a fresh local id; returns the pending row."""
-        return self._insert_pending(new_local_id(), record, tool=tool, session_file=None)[0]
+    def enqueue(self, record: NewRecord, *, tool: str | None = None, key: str | None = None) -> Record:
+        """Queue ``record``; returns its row (the existing one if ``key`` is already known).
+
+        ``key`` is the Idempotency-Key to send it with: a store whose attempt may have
+        reached the gateway passes the key that attempt carried, so the gateway can answer
+        the flush with the record it already has.  Without ``key`` a fresh local id is used.
+        """
+        if key is not None and not is_local_id(key):
+            raise ValueError("key must be a qmem local id")
+        return self._insert(key or new_local_id(), record, tool=tool, session_file=None)[0]
 
     def requeue(self, local_id: str, record: NewRecord, *, tool: str | None = None,
-                session_file: str | None = None) -> bool:
+                session_file: str | None = None, refused: str | None = None) -> bool:
         """Queue a write found in a session file under its original Idempotency-Key.
 
         Returns False (and changes nothing) when that key is already known here, synced
-        or not; a re-send of a key the gateway has seen returns the same record.
+        or not; a re-send of a key the gateway has seen returns the same record.  With
+        ``refused`` (a reason) the row is kept as ``failed`` and is never sent.
         """
         if not is_local_id(local_id):
             raise ValueError("local_id must be a qmem local id")
-        return self._insert_pending(local_id, record, tool=tool, session_file=session_file)[1]
+        return self._insert(local_id, record, tool=tool, session_file=session_file, refused=refused)[1]
 
-    def _insert_pending(self, key: str, record: NewRecord, *, tool: str | None,
-                        session_file: str | None) -> tuple[Record, bool]:
+    def _insert(self, key: str, record: NewRecord, *, tool: str | None, session_file: str | None,
+                refused: str | None = None) -> tuple[Record, bool]:
         now = utc_now()
-        pending = Record(
-            id=key, local_id=key, text=record.text, state="pending", coverage="full",
+        row = Record(
+            id=key, local_id=key, text=record.text, state="failed" if refused else "pending", coverage="full",
             kind=record.kind, project_id=record.project_id, scope=record.scope, agent_id=record.agent_id,
             source=record.source, created_at=now, expires_at=record.expires_at,
             supersedes_id=record.supersedes_id, supersede_reason=record.supersede_reason,
+            reason=_bounded_reason(refused) if refused else None,
             machine=self._machine, session_file=session_file, tool=tool,
             content_hash=content_hash(record.text), learned_at=now,
         )
@@ -116,8 +136,10 @@ class Outbox:
                 existing = tx.get(known[0])
                 assert existing is not None
                 return existing, False
-            tx.insert(pending)
-        return pending, True
+            tx.insert(row)
+            if not refused:
+                _mark_target(tx, row)
+        return row, True
 
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
@@ -181,6 +203,9 @@ class Outbox:
                 if outcome.state == "synced":
                     assert outcome.gateway_record is not None
                     _apply_synced(tx, outcome.local_id, outcome.gateway_record)
+                elif outcome.state == "pending" and not outcome.attempted:
+                    tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL "
+                               "WHERE local_id = ? AND state = 'pending'", (outcome.local_id,))
                 elif outcome.state == "pending":
                     tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL, "
                                "attempts = attempts + 1, reason = ? WHERE local_id = ? AND state = 'pending'",
@@ -191,6 +216,9 @@ class Outbox:
                                "claim_until = NULL, attempts = attempts + 1 WHERE local_id = ?",
                                (outcome.state, _bounded_reason(outcome.reason or outcome.state),
                                 outcome.matched_id, outcome.local_id))
+                    # The gateway did not take the correction: its target is current again.
+                    tx.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?",
+                               (outcome.local_id,))
 
     def mark_synced(self, local_id: str, gateway_record: Mapping[str, Any]) -> Record:
         """The gateway accepted ``local_id`` as ``gateway_record``: adopt its id everywhere."""
@@ -214,8 +242,13 @@ class Outbox:
     def retry_failed(self) -> int:
         """Put every failed record back to pending (after the user fixed the cause)."""
         with self.index.transaction() as tx:
-            return tx.execute("UPDATE records SET state = 'pending', reason = NULL WHERE local_id IS NOT NULL "
-                              "AND state = 'failed'").rowcount
+            rows = [row_to_record(row) for row in tx.conn.execute(
+                f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IS NOT NULL AND state = 'failed'")]
+            tx.execute("UPDATE records SET state = 'pending', reason = NULL WHERE local_id IS NOT NULL "
+                       "AND state = 'failed'")
+            for row in rows:
+                _mark_target(tx, row)
+            return len(rows)
 
     def report(self, *, limit: int = 200) -> QueueReport:
         """Counts by state and the most recent rows (pending and failed first)."""
@@ -227,6 +260,18 @@ class Outbox:
                 "rowid DESC LIMIT ?", (limit,)).fetchall()
         records = tuple(r for r in (self.index.get(row[0]) for row in rows) if r is not None)
         return QueueReport(counts=status.queue, records=records)
+
+    def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
+        """``{record id: local id of the queued correction}`` for those of ``record_ids`` that a
+        correction still waiting in this outbox supersedes (the gateway does not know yet)."""
+        wanted = list(dict.fromkeys(record_ids))
+        if not wanted:
+            return {}
+        with self.index.reading() as conn:
+            rows = conn.execute(
+                f"SELECT t.id, t.superseded_by FROM records AS t JOIN records AS c ON c.local_id = t.superseded_by "
+                f"WHERE t.id IN ({', '.join('?' * len(wanted))}) AND c.state = 'pending'", wanted).fetchall()
+        return {row[0]: row[1] for row in rows}
 
     def pending_count(self) -> int:
         with self.index.reading() as conn:
@@ -251,8 +296,16 @@ def _apply_synced(tx: _Tx, local_id: str, gateway_record: Mapping[str, Any]) -> 
         tx.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
         updates.update(superseded_by=already.superseded_by or updates.get("superseded_by"),
                        deleted_at=already.deleted_at, private=already.private)
-    synced = replace(mine, **updates)
-    tx.update(synced, where_id=already.id if already is not None else mine.id, release_claim=True)
+        synced = replace(mine, **updates)
+        tx.update(synced, where_id=already.id, release_claim=True)
+    else:
+        synced = replace(mine, **updates)
+        # Only what changed: rewriting an unchanged text would re-index it in FTS for nothing,
+        # and this runs once per record of every flush.
+        changed = {name: value for name, value in updates.items() if getattr(mine, name) != value}
+        assignments = "".join(f"{name} = ?, " for name in changed)
+        tx.execute(f"UPDATE records SET {assignments}claim_token = NULL, claim_until = NULL WHERE local_id = ?",
+                   (*changed.values(), local_id))
     tx.execute("UPDATE records SET supersedes_id = ? WHERE supersedes_id = ?", (gateway_id, local_id))
     tx.execute("UPDATE records SET superseded_by = ? WHERE superseded_by = ?", (gateway_id, local_id))
     if synced.supersedes_id:
@@ -260,6 +313,18 @@ def _apply_synced(tx: _Tx, local_id: str, gateway_record: Mapping[str, Any]) -> 
         tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
                    "WHERE id = ? AND superseded_by IS NULL",
                    (gateway_id, synced.supersede_reason, synced.supersedes_id))
+
+
+def _mark_target(tx: _Tx, correction: Record) -> None:
+    """A queued correction hides its target now: ``superseded_by`` = the correction's local id.
+
+    The target is found by gateway id or by local id; an already superseded target keeps
+    what it knew.  A target not in the index is left to the gateway to decide.
+    """
+    target = correction.supersedes_id
+    if target:
+        tx.execute("UPDATE records SET superseded_by = ? WHERE (id = ? OR local_id = ?) AND superseded_by IS NULL",
+                   (correction.local_id, target, target))
 
 
 def _by_local_id(tx: _Tx, local_id: str) -> Record:

@@ -23,7 +23,10 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
 * **Fail-open**: no failure aborts the turn or reaches the model's context.  The first
   failure of each category produces a fixed, redacted warning; repeats are silent.
   Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
-* Nothing here writes to a session file, the local index or Qdrant.
+* Nothing here writes to a session file, the local index or Qdrant, and a prompt or query
+  in which the credential scanner finds something is never sent to the embeddings service.
+* Off until configured: with no ``recall.qdrantUrl`` and ``recall.embeddingsUrl`` in the
+  config, nothing is sent anywhere and nothing is said about recall.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import InputError, QmemError
 from .memorycontext import Excerpt, render_block, unique_excerpts
 from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
-from .records import parse_rfc3339
+from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
 from .runtime import Runtime
+from .secretscan import scan
 
 __all__ = [
     "RECALL_CUSTOM_TYPE",
@@ -215,6 +219,15 @@ def prompt_of(messages: Sequence[Any]) -> str | None:
     return None
 
 
+def _sendable(prompt: str) -> bool:
+    """A prompt may go to the embeddings service: valid Unicode, and no credential in it."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not scan(prompt)
+
+
 # --- the service ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -325,7 +338,7 @@ class Recall:
             if not allowed:
                 return without_recall(messages)
             prompt = prompt_of(messages)
-            if prompt is None:
+            if prompt is None or not _sendable(prompt):
                 return without_recall(messages)
             key = (self.settings.host or "", self.settings.project, prompt)
             with self._lock:
@@ -359,7 +372,10 @@ class Recall:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InputError("query is required")
-        query = query.strip()[:MAX_PROMPT_CHARS]
+        query = check_unicode(query.strip()[:MAX_PROMPT_CHARS], "query")
+        findings = credential_findings({"text": query})
+        if findings:
+            raise InputError(f"query not sent: {describe_credentials(findings)}")
         limit = args.get("limit", self.settings.config.limit)
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
             raise InputError(f"limit must be a whole number (1 to {MEMORY_SEARCH_MAX_LIMIT})")

@@ -9,6 +9,7 @@ its value, which may be long or sensitive.  The rules are the Memory Gateway's
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 import uuid
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InputError
+from .secretscan import scan
 
 __all__ = [
     "KINDS",
@@ -30,6 +32,10 @@ __all__ = [
     "new_local_id",
     "parse_rfc3339",
     "normalize_text",
+    "check_unicode",
+    "RECORD_FIELDS",
+    "credential_findings",
+    "describe_credentials",
 ]
 
 KINDS = ("fact", "decision", "preference", "episode")
@@ -137,6 +143,20 @@ def _bounded_text(args: Mapping[str, Any], key: str, limit: int, *, required: bo
         raise InputError(f"{key} is too long ({len(value)} characters; the limit is {limit})")
     if "\x00" in value:
         raise InputError(f"{key} must not contain NUL characters")
+    check_unicode(value, key)
+    return value
+
+
+def check_unicode(value: str, name: str) -> str:
+    """``value`` if it is valid Unicode text, else InputError naming ``name``.
+
+    A lone surrogate (what undecodable bytes and ``"\\ud800"`` escapes in JSON become)
+    cannot be stored, sent or printed as UTF-8: it is bad input, refused before any I/O.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{name} is not valid Unicode text (it holds a lone surrogate code point)") from None
     return value
 
 
@@ -183,3 +203,40 @@ def validate_new_record(args: Mapping[str, Any], *, now: datetime | None = None)
         supersedes_id=supersedes_id,
         supersede_reason=reason,
     )
+
+
+#: Every field of a record that a user or a model supplies; all of them pass the scanner.
+RECORD_FIELDS = ("text", "project_id", "kind", "scope", "agent_id", "source", "expires_at", "supersedes_id",
+                 "supersede_reason")
+
+
+def credential_findings(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, family)`` for each credential the scanner finds in a record's string fields.
+
+    ``fields`` is a request body, a :class:`NewRecord`'s ``asdict`` or a stored row's
+    values; fields outside :data:`RECORD_FIELDS` and non-strings are ignored.  The fields
+    are scanned as one text, a line apart (one pass: a flush scans every record it sends),
+    and each finding is attributed to the field it starts in.
+    """
+    starts: list[int] = []
+    names: list[str] = []
+    parts: list[str] = []
+    offset = 0
+    for name in RECORD_FIELDS:
+        value = fields.get(name)
+        if isinstance(value, str) and value:
+            starts.append(offset)
+            names.append(name)
+            parts.append(value)
+            offset += len(value) + 2
+    found: dict[tuple[str, str], None] = {}
+    for finding in scan("\n\n".join(parts)):
+        found[(names[bisect.bisect_right(starts, finding.start) - 1], finding.family)] = None
+    return list(found)
+
+
+def describe_credentials(findings: list[tuple[str, str]]) -> str:
+    """One line naming the families and fields, never the values."""
+    parts = [family if name == "text" else f"{family} in {name}" for name, family in findings]
+    return (f"it looks like it contains a credential ({', '.join(dict.fromkeys(parts))}); "
+            f"remove it and store a reference instead")

@@ -13,13 +13,16 @@ may be an excerpt, so coverage is partial).  The record is read from the result'
 ``details`` (``{"qmem": 1, "record" | "results": …}``) and otherwise from a JSON object
 in its text.  A store that was only *queued* comes back into the outbox under its
 original local id, so rebuilding the index never loses a write and never sends it
-twice.  Results of the recall lane (``memory_search``) and qmem's own lexical
+twice — unless one of its fields carries a credential: then it is kept as a failed
+outbox record naming the family, and never sent.  Results of the recall lane (``memory_search``) and qmem's own lexical
 fallback answers are never imported.
 
 How cheaply: an unchanged file costs one ``stat``; an appended file is read from the
-offset where the last run stopped; a truncated or replaced file (smaller, another
-inode, or different first bytes) is read again from the start — learning is a merge,
-so that re-read duplicates nothing.  Lines that do not mention ``qmem_`` are skipped
+offset where the last run stopped, but only when it is provably the same file grown:
+same inode, at least that long, the same first bytes *and* the same bytes just before
+the offset.  Anything else — truncated, replaced, or rewritten in place and grown past
+the old offset — is read again from the start; learning is a merge, so that re-read
+duplicates nothing.  Lines that do not mention ``qmem_`` are skipped
 without being parsed.  Malformed JSON, unknown entry types, non-UTF-8 lines and a
 half-written last line are counted and skipped, never fatal; the half-written line is
 read again next time, once it is complete.
@@ -35,24 +38,26 @@ from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import InputError
 from .localindex import LocalIndex, Observation, observation_from_record, this_machine, utc_now
 from .outbox import Outbox
-from .records import NewRecord, is_local_id, validate_new_record
+from .records import NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record
 
 __all__ = ["SessionRoot", "ImportReport", "SessionImporter", "session_roots", "learned_from_call"]
 
 QMEM_TOOLS = frozenset({"qmem_store", "qmem_correct", "qmem_get", "qmem_search"})
 HEAD_BYTES = 4096
+TAIL_BYTES = 4096  # how much before the saved offset must still be there to resume at it
 CHUNK_BYTES = 1 << 20
 MAX_TEXT_SCAN = 1 << 20  # JSON fallback: largest text content worth parsing
 
-# Entry types pi 0.73 and Prime write; anything else is counted as unknown.
+# Entry types pi 0.73 and Prime 0.8 write; anything else is counted as unknown.
 KNOWN_ENTRY_TYPES = frozenset({
     "session", "message", "model_change", "thinking_level_change", "compaction", "branch_summary",
     "custom", "custom_message", "label", "session_info",
+    "service_tier_change", "session_state", "child_usage_attributed",  # Prime
 })
 
 
@@ -94,6 +99,7 @@ class ImportReport:
     records_added: int = 0
     records_updated: int = 0
     queued_restored: int = 0
+    queued_refused: int = 0  # restored as failed: a field carries a credential
     malformed_lines: int = 0
     unknown_entries: int = 0
     non_utf8_lines: int = 0
@@ -180,6 +186,8 @@ def learned_from_call(name: str, arguments: Mapping[str, Any], result: Mapping[s
                                            tool=name, session_file=session_file))
         return learned
     if name == "qmem_get":
+        if payload.get("fallback") is not None:
+            return []  # the local copy, not the gateway's word
         rec = payload.get("record") if isinstance(payload.get("record"), dict) else payload
         obs = _observation(rec, coverage="full", tool=name, session_file=session_file)
         return [obs] if obs is not None else []
@@ -204,10 +212,33 @@ class _FileState:
     inode: int
     offset: int
     head: str
+    tail: str  # digest of the bytes just before ``offset`` ('' when an older qmem saved the state)
 
 
 def _head_digest(data: bytes) -> str:
     return f"{len(data)}:{sha256(data).hexdigest()}"
+
+
+def _tail_digest(handle: BinaryIO, offset: int) -> str:
+    """The digest of the (at most) :data:`TAIL_BYTES` bytes that end at ``offset``."""
+    start = max(offset - TAIL_BYTES, 0)
+    handle.seek(start)
+    return _head_digest(handle.read(offset - start))
+
+
+def _same_file_grown(handle: BinaryIO, stat: os.stat_result, state: _FileState) -> bool:
+    """True when the file is the one imported before, only appended to since.
+
+    Same inode and at least as long is not enough: a file truncated and rewritten in place
+    can grow past the old offset with the same header.  The bytes at both ends of what
+    was read must still be there.
+    """
+    if stat.st_ino != state.inode or stat.st_size < state.offset or not state.tail:
+        return False
+    head_len = int(state.head.split(":", 1)[0])
+    if _head_digest(handle.read(head_len)) != state.head:
+        return False
+    return _tail_digest(handle, state.offset) == state.tail
 
 
 class SessionImporter:
@@ -222,7 +253,7 @@ class SessionImporter:
         report = ImportReport()
         with self.index.reading() as conn:
             known = {row[0]: _FileState(*row[1:]) for row in conn.execute(
-                "SELECT key, size, mtime_ns, inode, offset, head FROM import_files")}
+                "SELECT key, size, mtime_ns, inode, offset, head, tail FROM import_files")}
         found = [(root, item) for root in roots for item in _discover(root)]
         for done, (root, (key, path, stat)) in enumerate(found, 1):
             if progress is not None:
@@ -243,11 +274,7 @@ class SessionImporter:
     def _import_file(self, key: str, path: Path, stat: os.stat_result, state: _FileState | None,
                      report: ImportReport) -> None:
         with open(path, "rb") as handle:
-            offset = 0
-            if state is not None and stat.st_ino == state.inode and stat.st_size >= state.offset:
-                head_len = int(state.head.split(":", 1)[0])
-                if _head_digest(handle.read(head_len)) == state.head:
-                    offset = state.offset
+            offset = state.offset if state is not None and _same_file_grown(handle, stat, state) else 0
             if state is not None and offset == 0 and state.offset > 0:
                 report.reread += 1
             handle.seek(offset)
@@ -268,11 +295,13 @@ class SessionImporter:
                         self._line(line, key, calls, learned, report)
             if rest:
                 report.incomplete_last_lines += 1
-            # Fingerprint the start of what was consumed, to notice a replaced file next time.
+            # Fingerprint the start and the end of what was consumed, to notice next time a file
+            # that was replaced or rewritten in place.
             handle.seek(0)
             head = _head_digest(handle.read(min(HEAD_BYTES, consumed)))
+            tail = _tail_digest(handle, consumed)
         report.read += 1
-        self._commit(key, stat, consumed, head, calls, learned, report)
+        self._commit(key, stat, consumed, head, tail, calls, learned, report)
 
     def _saved_calls(self, key: str) -> dict[str, tuple[str, dict[str, Any]]]:
         with self.index.reading() as conn:
@@ -310,7 +339,7 @@ class SessionImporter:
             if call is not None:
                 learned.extend(learned_from_call(call[0], call[1], message, key))
 
-    def _commit(self, key: str, stat: os.stat_result, offset: int, head: str,
+    def _commit(self, key: str, stat: os.stat_result, offset: int, head: str, tail: str,
                 calls: dict[str, tuple[str, dict[str, Any]]], learned: list[Observation | QueuedWrite],
                 report: ImportReport) -> None:
         now = utc_now()
@@ -328,13 +357,18 @@ class SessionImporter:
                 "INSERT INTO import_calls (file_key, call_id, name, arguments) VALUES (?, ?, ?, ?)",
                 [(key, call_id, name, json.dumps(args)) for call_id, (name, args) in calls.items()])
             tx.execute(
-                "INSERT INTO import_files (key, size, mtime_ns, inode, offset, head) VALUES (?, ?, ?, ?, ?, ?) "
+                "INSERT INTO import_files (key, size, mtime_ns, inode, offset, head, tail) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-                "inode = excluded.inode, offset = excluded.offset, head = excluded.head",
-                (key, stat.st_size, stat.st_mtime_ns, stat.st_ino, offset, head))
+                "inode = excluded.inode, offset = excluded.offset, head = excluded.head, tail = excluded.tail",
+                (key, stat.st_size, stat.st_mtime_ns, stat.st_ino, offset, head, tail))
         for item in queued:
-            if self.outbox.requeue(item.local_id, item.record, tool=item.tool, session_file=key):
+            # Whatever wrote the session file, a credential found now keeps the write here, unsent.
+            findings = credential_findings(item.record.to_request())
+            refused = f"not sent: {describe_credentials(findings)}" if findings else None
+            if self.outbox.requeue(item.local_id, item.record, tool=item.tool, session_file=key, refused=refused):
                 report.queued_restored += 1
+                report.queued_refused += 1 if refused else 0
 
 
 def _discover(root: SessionRoot) -> Iterator[tuple[str, Path, os.stat_result]]:

@@ -31,14 +31,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError, LocalIndexError, QmemError
-from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnavailable
+from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .records import KINDS, NewRecord, check_record_id, is_local_id, new_local_id, validate_new_record
+from .records import (
+    KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
+    new_local_id, validate_new_record,
+)
 from .runtime import Runtime
-from .secretscan import describe, scan
 
 __all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
-           "score_label", "TOOLS"]
+           "score_label", "render_record", "Currency", "TOOLS"]
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
@@ -75,13 +77,10 @@ def score_label(score: float | None) -> str:
 # --- argument checks ---------------------------------------------------------------------
 
 def guard_secrets(record: NewRecord) -> None:
-    """Refuse a record whose text, reason or source carries a credential (ToolError)."""
-    for name in ("text", "supersede_reason", "source"):
-        value = getattr(record, name)
-        findings = scan(value) if isinstance(value, str) else []
-        if findings:
-            where = "" if name == "text" else f" (in {name})"
-            raise ToolError(f"not stored: {describe(findings)}{where}")
+    """Refuse a record any of whose fields carries a credential (ToolError, naming family and field)."""
+    findings = credential_findings(record.to_request())
+    if findings:
+        raise ToolError(f"not stored: {describe_credentials(findings)}")
 
 
 def _bool_arg(args: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -99,6 +98,11 @@ def _search_args(args: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError("query is required: say what to look for")
     if len(query) > MAX_QUERY_CHARS:
         raise InputError(f"query is too long (the limit is {MAX_QUERY_CHARS} characters)")
+    check_unicode(query, "query")
+    findings = credential_findings({"text": query})
+    if findings:
+        # A search is logged by whoever answers it: a pasted credential does not leave the machine.
+        raise InputError(f"query not sent: {describe_credentials(findings)}")
     body: dict[str, Any] = {"query": query}
     kind = args.get("kind")
     if kind not in (None, ""):
@@ -110,7 +114,7 @@ def _search_args(args: Mapping[str, Any]) -> dict[str, Any]:
         if value not in (None, ""):
             if not isinstance(value, str) or len(value) > 128 or not value.strip():
                 raise InputError(f"{key} must be a short name")
-            body[key] = value
+            body[key] = check_unicode(value, key)
     top_k = args.get("top_k", 10)
     if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or not math.isfinite(top_k) or top_k < 1:
         raise InputError(f"top_k must be a whole number from 1 to {MAX_TOP_K}")
@@ -151,8 +155,8 @@ def _observation(record: Mapping[str, Any], *, coverage: str, tool: str) -> Obse
 def _public(record: Record) -> dict[str, Any]:
     """A local record in the gateway's result shape (no semantic score)."""
     out = {key: getattr(record, key) for key in (
-        "id", "text", "kind", "project_id", "scope", "agent_id", "created_at", "superseded_by", "private",
-        "deleted_at", "expires_at", "supersedes_id", "state", "coverage")}
+        "id", "text", "kind", "project_id", "scope", "agent_id", "created_at", "superseded_by", "supersede_reason",
+        "private", "deleted_at", "expires_at", "supersedes_id", "state", "coverage")}
     out["score"] = None
     if record.state == "pending":
         out["queued"] = True
@@ -160,10 +164,13 @@ def _public(record: Record) -> dict[str, Any]:
 
 
 def _unreachable_note(exc: GatewayUnavailable | None) -> str:
+    """Why the gateway was not used, naming the real cause (refused, timed out, DNS, TLS …)."""
     if exc is None:
         return "no Memory Gateway is configured"
-    if exc.breaker_open:
+    if exc.kind == "breaker_open":
         return f"the Memory Gateway is marked unreachable (retry in {max(exc.retry_in_ms, 0) // 1000} s)"
+    if exc.breaker_open:
+        return f"{exc.message}; calls will fail fast for {max(exc.retry_in_ms, 0) // 1000} s"
     return exc.message
 
 
@@ -224,6 +231,8 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
             raise ToolError("supersedes_id names a local record that is not in this machine's outbox") from None
         if state == "synced":
             record = replace(record, supersedes_id=current)
+    # One key for this write, whatever happens: if an attempt may have reached the gateway,
+    # the queued copy carries the key the gateway saw, and the flush gets that record back.
     local_id = new_local_id()
     gateway = rt.gateway
     failure: GatewayUnavailable | None = None
@@ -235,6 +244,9 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
                 f"Not stored: the gateway already holds a similar record ({dup.matched_id}). "
                 f"Use qmem_get to read it, or qmem_correct to supersede it.",
                 {"qmem": 1, "duplicate": True, "duplicate_of": dup.matched_id, "shared": False})
+        except GatewayUnauthorized as refused:
+            # A key problem is the user's to fix, not the record's: keep it, as a flush would.
+            failure = GatewayUnavailable(refused.message, kind="unauthorized", sent=True, status=refused.status)
         except GatewayRefused as refused:
             raise ToolError(f"not stored: {refused.message}") from None
         except GatewayUnavailable as exc:
@@ -254,24 +266,26 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
     if not rt.config.offline_queue:
         raise ToolError(f"not stored: {_unreachable_note(failure)} and offlineQueue is off")
     try:
-        if failure is not None and failure.sent:
-            # The gateway may have it already: queue under the key that was sent, so the
-            # next flush gets the same record back instead of a second one.
-            rt.outbox.requeue(local_id, record, tool=tool)
-            queued = rt.index.get(local_id)
-        else:
-            queued = rt.outbox.enqueue(record, tool=tool)
+        target_known = record.supersedes_id is None or rt.index.get(record.supersedes_id) is not None
+        queued = rt.outbox.enqueue(record, tool=tool, key=local_id)
     except LocalIndexError as exc:
         raise ToolError(f"not stored: {_unreachable_note(failure)} and the local outbox failed ({exc.message})") \
             from None
-    assert queued is not None
     why = _unreachable_note(failure)
     if record.supersedes_id and is_local_id(record.supersedes_id):
         why = "the record it corrects is itself still queued"
-    return ToolResult(
-        f"Queued locally as {queued.id}, NOT yet shared: {why}. It is searchable on this machine now and will be "
-        f"sent to the Memory Gateway by the next flush.",
-        {"qmem": 1, "record": queued.to_json(), "queued": True, "shared": False, "gateway": _gateway_json(failure)})
+    text = (f"Queued locally as {queued.id}, NOT yet shared: {why}. It is searchable on this machine now and will "
+            f"be sent to the Memory Gateway by the next flush.")
+    details = {"qmem": 1, "record": queued.to_json(), "queued": True, "shared": False,
+               "gateway": _gateway_json(failure)}
+    if record.supersedes_id:
+        if target_known:
+            text += f" {record.supersedes_id} is hidden from search as superseded from now on."
+        else:
+            text += (f" Note: {record.supersedes_id} is not in the local index; the gateway will decide whether it "
+                     f"exists when the correction is sent.")
+        details["target_known_locally"] = target_known
+    return ToolResult(text, details)
 
 
 def qmem_store(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
@@ -287,28 +301,37 @@ def qmem_correct(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[
 
 
 def _local_search(rt: Runtime, body: Mapping[str, Any], failure: GatewayUnavailable | None) -> ToolResult:
+    """The gateway's search, answered by the local index: the same filters, exactly.
+
+    ``kind``, ``project_id`` and ``scope`` match exactly (a record of unknown scope does not
+    answer ``scope=X``), superseded records only with ``include_superseded``; ``min_score``
+    has no meaning for lexical results, so it is not applied, and the answer says so.
+    """
     if not rt.config.local_fallback:
         raise ToolError(f"search failed: {_unreachable_note(failure)} and localFallback is off")
     try:
         found: FindResult = rt.index.find(
-            body["query"], project=body.get("project_id"), kind=body.get("kind"), limit=body["top_k"],
-            superseded=body["include_superseded"])
-    except InputError:
-        raise ToolError("search failed: the gateway is unreachable and the query has no words the local index "
-                        "can look for") from None
+            body["query"], project=body.get("project_id"), kind=body.get("kind"), scope=body.get("scope"),
+            limit=body["top_k"], superseded=body["include_superseded"])
+    except InputError as exc:
+        raise ToolError(f"search failed: the gateway is unreachable and the local index cannot search this "
+                        f"query ({exc.message})") from None
     except LocalIndexError as exc:
         raise ToolError(f"search failed: {_unreachable_note(failure)} and the local index failed "
                         f"({exc.message})") from None
-    scope = body.get("scope")
-    results = [_public(r) for r in found.records if scope is None or r.scope in (scope, None)]
+    results = [_public(r) for r in found.records]
     header = (f"{_sentence(_unreachable_note(failure))}: {len(results)} lexical result(s) from the LOCAL index "
               f"(fallback: local_sqlite; no semantic scores — do not apply the 0.45/0.60 thresholds; "
               f"it may be older than the gateway)")
     if found.partial:
         header += "; PARTIAL match: no record has all the words"
+    details: dict[str, Any] = {"qmem": 1, "results": results, "fallback": "local_sqlite", "match": found.match,
+                               "partial": found.partial, "gateway": _gateway_json(failure)}
+    if "min_score" in body:
+        header += "; min_score was not applied (lexical results have no score)"
+        details["min_score_applied"] = False
     text = header + (":\n" + render_results(results, lexical=True) if results else ".")
-    return ToolResult(text, {"qmem": 1, "results": results, "fallback": "local_sqlite", "match": found.match,
-                             "partial": found.partial, "gateway": _gateway_json(failure)})
+    return ToolResult(text, details)
 
 
 def qmem_search(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
@@ -325,15 +348,126 @@ def qmem_search(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
         return _local_search(rt, body, exc)
     results = [item for item in answer["results"] if isinstance(item, dict)]
     _learn(rt, [obs for obs in (_observation(r, coverage="partial", tool="qmem_search") for r in results) if obs])
+    results, hidden = _apply_queued_corrections(rt, results, include_superseded=body["include_superseded"])
+    note = ""
+    if hidden:
+        note = (f"\n({len(hidden)} more hidden: superseded by corrections queued on this machine, not yet shared: "
+                f"{', '.join(f'{old} by {new}' for old, new in hidden.items())})")
+    details: dict[str, Any] = {"qmem": 1, "results": results}
+    if hidden:
+        details["hidden_by_queued_corrections"] = hidden
     if not results:
-        return ToolResult("No matching records in the shared memory.", {"qmem": 1, "results": []})
+        return ToolResult("No matching records in the shared memory." + note, details)
     text = (f"{len(results)} result(s) from the Memory Gateway (semantic scores: ≥ 0.60 strong, 0.45–0.60 weak, "
-            f"< 0.45 noise):\n" + render_results(results, lexical=False))
-    return ToolResult(text, {"qmem": 1, "results": results})
+            f"< 0.45 noise):\n" + render_results(results, lexical=False) + note)
+    return ToolResult(text, details)
+
+
+def _apply_queued_corrections(rt: Runtime, results: list[dict[str, Any]], *, include_superseded: bool
+                              ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The gateway's results as this machine knows them: a record that a correction queued here
+    supersedes is hidden from a default search (and marked when superseded ones are asked for).
+
+    Returns (results, {hidden id: the queued correction's local id}).
+    """
+    try:
+        queued = rt.outbox.queued_corrections(str(item.get("id")) for item in results)
+    except LocalIndexError:
+        rt.warnings.warn("index")
+        return results, {}
+    if not queued:
+        return results, {}
+    if include_superseded:
+        return [{**item, "superseded_by": queued[item["id"]], "superseded_locally": True}
+                if item.get("id") in queued and not item.get("superseded_by") else item for item in results], {}
+    return [item for item in results if item.get("id") not in queued], queued
+
+
+@dataclass(frozen=True)
+class Currency:
+    """Whether a record is the current version, and if not, what replaced it and why."""
+
+    current: bool
+    superseded_by: str | None = None
+    reason: str | None = None
+    queued_correction: bool = False  # superseded by a correction still queued on this machine
+
+    def describe(self) -> str:
+        if self.current:
+            return "current"
+        why = f" ({self.reason})" if self.reason else ""
+        queued = ", a correction queued on this machine, not yet shared" if self.queued_correction else ""
+        return f"superseded by {self.superseded_by}{why}{queued}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"current": self.current, "superseded_by": self.superseded_by, "reason": self.reason,
+                "queued_correction": self.queued_correction}
+
+
+def _currency(rt: Runtime, record: Mapping[str, Any], *, from_gateway: bool) -> Currency:
+    """The record's supersede state: the gateway's word, or the local index's, plus any local correction.
+
+    A correction queued here supersedes the record at once, even when the gateway (which has
+    not seen it yet) still calls it current.
+    """
+    superseded_by = record.get("superseded_by") if isinstance(record.get("superseded_by"), str) else None
+    reason = record.get("supersede_reason") if isinstance(record.get("supersede_reason"), str) else None
+    if not from_gateway and record.get("supersedes_id"):
+        reason = None  # a local row's own reason is why *it* corrects another record
+    local_mark: str | None = None
+    if from_gateway:
+        try:
+            local = rt.index.get(str(record.get("id")))
+        except LocalIndexError:
+            local = None
+        if local is not None and is_local_id(local.superseded_by):
+            local_mark = local.superseded_by
+    elif is_local_id(superseded_by):
+        local_mark = superseded_by
+    if superseded_by is None and local_mark is not None:
+        superseded_by = local_mark
+    if superseded_by is None:
+        return Currency(current=True)
+    try:
+        correction = rt.index.get(superseded_by)
+    except LocalIndexError:
+        correction = None
+    if correction is not None and correction.supersede_reason:
+        reason = correction.supersede_reason
+    queued = correction is not None and correction.pending and superseded_by == local_mark
+    return Currency(current=False, superseded_by=superseded_by, reason=reason, queued_correction=queued)
+
+
+def render_record(record: Mapping[str, Any], currency: Currency) -> str:
+    """One record in full: a line with id, kind, project, date and currency, then its text."""
+    created = record.get("created_at")
+    head = [str(record.get("id")), str(record.get("kind") or "kind unknown"),
+            f"project {record.get('project_id') or 'unknown'}",
+            created[:10] if isinstance(created, str) and created else "date unknown", currency.describe()]
+    for key, label in (("scope", "scope"), ("agent_id", "agent"), ("supersedes_id", "supersedes")):
+        if record.get(key):
+            head.append(f"{label} {record[key]}")
+    if record.get("deleted_at"):
+        head.append(f"deleted {str(record['deleted_at'])[:10]}")
+    if record.get("expires_at"):
+        head.append(f"expires {str(record['expires_at'])[:10]}")
+    if record.get("private"):
+        head.append("private")
+    if record.get("queued"):
+        head.append("queued locally, not yet shared")
+    if record.get("coverage") == "partial":
+        head.append("excerpt only (run enrich)")
+    text = record.get("text")
+    body = text if isinstance(text, str) and text else "(text not known here)"
+    return " · ".join(head) + "\n" + "\n".join("   " + line for line in body.splitlines() or [""])
 
 
 def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
-    """One record by id, with its supersede state; local when the gateway is away."""
+    """One record by id, saying whether it is current or superseded (by what, why); local when the gateway is away.
+
+    The text and ``details`` say the same: ``details["currency"]`` holds what the text's
+    first line says.
+    """
     record_id = _record_id(args)
     failure: GatewayUnavailable | None = None
     gateway = rt.gateway
@@ -346,8 +480,9 @@ def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
             failure = exc
         else:
             _learn(rt, [obs for obs in [_observation(record, coverage="full", tool="qmem_get")] if obs])
-            return ToolResult(render_results([record], lexical=False).split("\n", 1)[-1].strip() or record_id,
-                              {"qmem": 1, "record": record})
+            currency = _currency(rt, record, from_gateway=True)
+            return ToolResult("From the Memory Gateway:\n" + render_record(record, currency),
+                              {"qmem": 1, "record": record, "currency": currency.to_json()})
     if not rt.config.local_fallback and not is_local_id(record_id):
         raise ToolError(f"get failed: {_unreachable_note(failure)} and localFallback is off")
     try:
@@ -356,9 +491,15 @@ def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
         raise ToolError(f"get failed: the local index failed ({exc.message})") from None
     if local is None:
         raise ToolError(f"no record {record_id} in the local index ({_unreachable_note(failure)})")
-    note = "queued locally, not yet shared" if local.pending else "from the LOCAL index (fallback: local_sqlite)"
-    return ToolResult(f"{note}:\n" + render_results([_public(local)], lexical=True),
-                      {"qmem": 1, "record": _public(local), "fallback": "local_sqlite",
+    public = _public(local)
+    currency = _currency(rt, public, from_gateway=False)
+    if local.pending:
+        note = "Queued locally, not yet shared"
+    else:
+        note = (f"{_sentence(_unreachable_note(failure))}; from the LOCAL index (fallback: local_sqlite; it may be "
+                f"older than the gateway)")
+    return ToolResult(f"{note}:\n" + render_record(public, currency),
+                      {"qmem": 1, "record": public, "currency": currency.to_json(), "fallback": "local_sqlite",
                        "gateway": _gateway_json(failure)})
 
 

@@ -18,6 +18,7 @@ Promises:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRe
     GatewayUnavailable
 from .localindex import Observation, Record, observation_from_record
 from .outbox import Outbox, Outcome
-from .records import is_local_id
+from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
 
 __all__ = ["flush", "enrich", "pull", "FlushReport", "EnrichReport", "PullReport", "require_gateway"]
@@ -44,21 +45,37 @@ def require_gateway(rt: Runtime) -> GatewayClient:
 
 
 class _Report:
-    """What the reports below share: they are dataclasses of counts, and JSON is their fields."""
+    """What the reports below share: dataclasses of counts plus ``stopped`` (why a run ended
+    with work left); JSON is their fields and ``complete``."""
+
+    stopped: str | None
+
+    @property
+    def complete(self) -> bool:
+        """The run did all its work (the CLIs exit 0 only then)."""
+        return self.stopped is None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+        return {**asdict(self), "complete": self.complete}  # type: ignore[call-overload]  # dataclasses
 
 
 @dataclass
 class FlushReport(_Report):
+    """``sent`` counts records whose request may have reached the gateway (a breaker refusal
+    or an unsendable record is not sent); ``remaining`` is what is still pending afterwards."""
+
     sent: int = 0
     synced: int = 0
     duplicate: int = 0
     failed: int = 0
     left_pending: int = 0
+    remaining: int = 0
     stopped: str | None = None  # why the run ended early (the gateway became unreachable …)
 
+    @property
+    def complete(self) -> bool:
+        """Nothing left to send: no pending record, and the run was not cut short."""
+        return self.stopped is None and self.remaining == 0
 
 
 def _request(record: Record) -> dict[str, Any]:
@@ -68,15 +85,22 @@ def _request(record: Record) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
 
-def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], None] | None = None) -> FlushReport:
-    """Send the outbox to the gateway until it is empty or the gateway stops answering.
+def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], None] | None = None,
+          budget_s: float | None = None) -> FlushReport:
+    """Send the outbox to the gateway until it is empty, the gateway stops answering, or
+    ``budget_s`` seconds have passed (then what is left waits for the next flush).
 
-    ``progress(sent, pending at the start)`` is told after each batch.
+    ``progress(sent, pending at the start)`` is told after each batch.  Every record is
+    scanned for credentials right before it is sent (whatever queued it: a store, a
+    restored session, an older qmem); a hit fails it, naming the family, and it is never sent.
     """
     gateway = require_gateway(rt)
     outbox = rt.outbox
     report = FlushReport()
     total = outbox.pending_count() if progress is not None else 0
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    if deadline is not None:
+        batch_size = min(batch_size, 5)  # claim little, so an early stop releases little
     lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     while report.stopped is None:
@@ -86,9 +110,13 @@ def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], N
         outcomes: list[Outcome] = []
         try:
             for position, record in enumerate(batch):
+                if deadline is not None and time.monotonic() >= deadline:
+                    report.stopped = STOPPED_BY_BUDGET
+                    outcomes += [Outcome.unsent(r.local_id or "") for r in batch[position:]]
+                    break
                 outcomes.append(_send(gateway, outbox, record, synced_now, report))
                 if report.stopped is not None:
-                    outcomes += [Outcome.transient(r.local_id or "", report.stopped) for r in batch[position + 1:]]
+                    outcomes += [Outcome.unsent(r.local_id or "") for r in batch[position + 1:]]
                     break
         finally:
             # One transaction per batch; if this process dies first, the batch is re-sent
@@ -101,8 +129,12 @@ def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], N
             progress(min(report.sent, total), total)
         if all(outcome.state == "pending" for outcome in outcomes):
             break  # only records that wait for others, or the gateway went away
+    report.remaining = outbox.pending_count()
     return report
 
+
+#: ``FlushReport.stopped`` when a budgeted flush ran out of time (nothing went wrong).
+STOPPED_BY_BUDGET = "time budget reached; the rest waits for the next flush"
 
 _COUNTERS = {"synced": "synced", "duplicate": "duplicate", "failed": "failed", "pending": "left_pending"}
 
@@ -112,6 +144,9 @@ def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: di
     local_id = record.local_id
     assert local_id is not None
     body = _request(record)
+    findings = credential_findings(body)
+    if findings:
+        return Outcome.failed(local_id, f"not sent: {describe_credentials(findings)}")
     target = record.supersedes_id
     if target and is_local_id(target):
         state, current = ("synced", synced_now[target]) if target in synced_now else outbox.gateway_id(target)
@@ -120,19 +155,23 @@ def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: di
         if state != "synced":
             return Outcome.failed(local_id, f"the record it corrects was not accepted ({state})")
         body["supersedes_id"] = current
-    report.sent += 1
     try:
         saved = gateway.create(body, idempotency_key=local_id)
     except GatewayDuplicate as dup:
+        report.sent += 1
         return Outcome.duplicate(local_id, dup.matched_id)
     except GatewayUnauthorized as exc:
+        report.sent += 1
         report.stopped = exc.message
         return Outcome.transient(local_id, exc.message)
     except GatewayRefused as exc:
+        report.sent += 1
         return Outcome.failed(local_id, exc.reason)
     except GatewayUnavailable as exc:
+        report.sent += 1 if exc.sent else 0
         report.stopped = exc.message
-        return Outcome.transient(local_id, exc.message)
+        return Outcome.transient(local_id, exc.message) if exc.sent else Outcome.unsent(local_id)
+    report.sent += 1
     synced_now[local_id] = saved["id"]
     return Outcome.synced(local_id, saved)
 
@@ -197,8 +236,19 @@ def _export_observation(item: Any) -> Observation | None:
     return observation_from_record(item, coverage="full", state="synced", tool="pull")
 
 
+def _issued_cursor(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def pull(rt: Runtime, *, page_size: int = 200, max_pages: int | None = None) -> PullReport:
-    """Incremental pull from the export, resuming at the persisted cursor."""
+    """Incremental pull from the export, resuming at the persisted cursor.
+
+    Each page and the cursor after it are committed together.  A gateway whose last page
+    answers ``next_cursor: null`` gives no position after it; rather than read that page
+    (or everything, when it was the first) again next time, pull asks once more for all but
+    its last item, and keeps the cursor that answer carries: the next pull re-reads one item.
+    Every item with ``deleted_at`` counts as a tombstone, with or without its text.
+    """
     gateway = require_gateway(rt)
     index = rt.index
     report = PullReport()
@@ -210,17 +260,27 @@ def pull(rt: Runtime, *, page_size: int = 200, max_pages: int | None = None) -> 
             report.stopped = exc.message
             break
         items = page["items"]
-        next_cursor = page.get("next_cursor")
         observations = [obs for obs in (_export_observation(item) for item in items) if obs is not None]
         report.pages += 1
         report.items += len(items)
-        report.tombstones += sum(1 for obs in observations if obs.deleted_at and obs.text is None)
-        new_cursor = next_cursor if isinstance(next_cursor, str) and next_cursor else None
+        report.tombstones += sum(1 for item in items if isinstance(item, dict)
+                                 and isinstance(item.get("deleted_at"), str))
+        new_cursor = _issued_cursor(page.get("next_cursor"))
+        if new_cursor is None and len(items) > 1:
+            new_cursor = _cursor_before_last(gateway, cursor, len(items) - 1)
         counts = index.learn(observations, meta={EXPORT_CURSOR_KEY: new_cursor} if new_cursor else None)
         report.added += counts["added"]
         report.updated += counts["updated"]
-        if new_cursor is None or new_cursor == cursor or not items or page.get("has_more") is False:
+        if (_issued_cursor(page.get("next_cursor")) is None or new_cursor == cursor or not items
+                or page.get("has_more") is False):
             break
         cursor = new_cursor
     return report
 
+
+def _cursor_before_last(gateway: GatewayClient, cursor: str | None, limit: int) -> str | None:
+    """A cursor the gateway issues for the page that stops just before the last item, or None."""
+    try:
+        return _issued_cursor(gateway.export(cursor, limit).get("next_cursor"))
+    except (GatewayUnavailable, GatewayRefused):
+        return None  # the page is simply read again next time

@@ -8,7 +8,9 @@ Prints:
     queued because of it;
   * flush of --records queued records to the loopback fake gateway, and in the same run
     the same request bodies sent by a bare http.client loop (one keep-alive connection)
-    to an identical fresh fake: seconds each and the ratio (target <= 3 s, ratio <= 1.5).
+    to an identical fresh fake: seconds each and the ratio (target <= 3 s, ratio <= 1.5),
+    with one project for all records and with a project per record, in-process and
+    through `python -m qmem.local flush` (whose figure includes starting Python).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import http.client
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,35 +79,49 @@ def bench_breaker(home: Path, calls: int) -> None:
     rt.close()
 
 
-def bench_flush(home: Path, count: int) -> None:
+def bare_loop(port: int, bodies: list[dict]) -> float:
+    """The baseline: the same bodies POSTed by a bare http.client loop on one keep-alive connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    t0 = time.perf_counter()
+    for i, body in enumerate(bodies):
+        conn.request("POST", "/v1/memories", body=json.dumps(body).encode(),
+                     headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json",
+                              "Idempotency-Key": f"local-{i:032x}"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 201
+    seconds = time.perf_counter() - t0
+    conn.close()
+    return seconds
+
+
+def bench_flush(home: Path, count: int, *, per_project: bool, through_cli: bool) -> None:
     texts = [f"benchmark memory record {i}: the deploy of service {i % 37} uses canary stage {i % 5}"
              for i in range(count)]
-    bodies = [{"text": t, "project_id": "bench", "kind": "fact"} for t in texts]
-
+    bodies = [{"text": t, "project_id": f"project-{i}" if per_project else "bench", "kind": "fact"}
+              for i, t in enumerate(texts)]
+    home.mkdir()
     with FakeGateway(api_key=KEY) as fake:
-        rt = Runtime(environment(home, fake.url))
+        env = environment(home, fake.url)
+        rt = Runtime(env)
         for body in bodies:
             rt.outbox.enqueue(NewRecord(**body))
-        t0 = time.perf_counter()
-        report = flush(rt)
-        qmem_seconds = time.perf_counter() - t0
-        assert report.synced == count, report
         rt.close()
-
-    with FakeGateway(api_key=KEY) as fake:
-        conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=5)
         t0 = time.perf_counter()
-        for i, body in enumerate(bodies):
-            conn.request("POST", "/v1/memories", body=json.dumps(body).encode(),
-                         headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json",
-                                  "Idempotency-Key": f"local-{i:032x}"})
-            response = conn.getresponse()
-            response.read()
-            assert response.status == 201
-        bare_seconds = time.perf_counter() - t0
-        conn.close()
-
-    print(f"flush of {count} queued records: qmem {qmem_seconds:.3f} s, bare http.client loop "
+        if through_cli:
+            done = subprocess.run([sys.executable, "-m", "qmem.local", "flush", "--json"], env={
+                **env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=False)
+            synced = json.loads(done.stdout)["synced"]
+        else:
+            rt = Runtime(env)
+            synced = flush(rt).synced
+            rt.close()
+        qmem_seconds = time.perf_counter() - t0
+        assert synced == count, synced
+    with FakeGateway(api_key=KEY) as fake:
+        bare_seconds = bare_loop(fake.port, bodies)
+    label = f"{'a project per record' if per_project else 'one project'}, {'CLI' if through_cli else 'in-process'}"
+    print(f"flush of {count} records ({label}): qmem {qmem_seconds:.3f} s, bare http.client loop "
           f"{bare_seconds:.3f} s, ratio {qmem_seconds / bare_seconds:.2f}x (targets <= 3 s, <= 1.5x)")
 
 
@@ -116,9 +133,9 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "a").mkdir()
-        (Path(tmp) / "b").mkdir()
         bench_breaker(Path(tmp) / "a", args.calls)
-        bench_flush(Path(tmp) / "b", args.records)
+        for n, (per_project, through_cli) in enumerate([(False, False), (True, False), (False, True), (True, True)]):
+            bench_flush(Path(tmp) / f"flush-{n}", args.records, per_project=per_project, through_cli=through_cli)
 
 
 if __name__ == "__main__":
