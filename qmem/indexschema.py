@@ -42,6 +42,8 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Records indexed per step of the v3 rebuild, between two progress calls.
 REBUILD_BATCH = 5000
 
+_STEMMED = 3  # the version whose migration creates the stemmed full-text table, left for _fill_fts
+
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 RECOVERY = (
@@ -167,7 +169,7 @@ def migrate(conn: sqlite3.Connection, version: int,
     for number in range(version, SCHEMA_VERSION):
         for statement in _statements(MIGRATIONS[number]):
             conn.execute(statement)
-        if number + 1 == 3:
+        if number + 1 == _STEMMED:
             _fill_fts(conn, progress)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

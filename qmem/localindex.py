@@ -193,7 +193,8 @@ def observation_from_record(record: Mapping[str, Any], *, coverage: str, state: 
     """An Observation of a gateway record (a dict in the gateway's shape), or None.
 
     None when the id is missing, too long or a local id (those are outbox records, not
-    gateway records), or when a field holds text that cannot be stored (a lone surrogate).  ``fallback`` fills text and metadata the record does not carry,
+    gateway records), or when a field holds text that cannot be stored (a lone surrogate).
+    ``fallback`` fills text and metadata the record does not carry,
     e.g. a store call's own arguments.
     """
     record_id = record.get("id")

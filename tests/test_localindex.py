@@ -156,7 +156,8 @@ class FindTests(IndexTestCase):
 
     def test_prefixes_only_when_no_word_matches_exactly(self):
         result = self.index.find("configu gatew")  # no exact word at all: every word as a prefix
-        self.assertEqual(([r.id for r in result.records], result.match, result.complete), (["r3", "r1"], "all-prefix", 1))
+        self.assertEqual(([r.id for r in result.records], result.match, result.complete),
+                         (["r3", "r1"], "all-prefix", 1))
         self.assertFalse(result.partial)
         result = self.index.find("configur gate")  # "configur" is a word (a stem): no prefixes
         self.assertEqual(([r.id for r in result.records], result.match), (["r3"], "any"))
