@@ -98,7 +98,9 @@ def query_terms(query: str) -> QueryTerms:
     for chunk in cleaned.split():
         if not any(ch.isalnum() for ch in chunk):
             continue
-        word = _strip_possessive(chunk[:MAX_TERM_CHARS])
+        word = chunk[:MAX_TERM_CHARS]
+        if _key(word) not in STOPWORDS:  # "let's" is a stopword; "Caroline's" is Caroline
+            word = _strip_possessive(word)
         key = _key(word)
         if key in seen:
             continue

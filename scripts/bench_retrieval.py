@@ -191,6 +191,14 @@ def main() -> int:
     reference = rows[1][1][10]
     print(f"R@10 qmem - reference: {rows[0][1][10] - reference:+.3f}   (goal: qmem R@10 >= 0.60); "
           f"{partial} of {len(questions)} answers partial")
+    okapi_ranked = okapi(records, questions, classic=True)
+    print("per conversation, R@10 qmem / reference (the gain should not hang on one of them):")
+    for project in sorted({q[0] for q in questions}):
+        picked = [i for i, q in enumerate(questions) if q[0] == project]
+        subset = [questions[i] for i in picked]
+        mine = recall(subset, [ranked[i] for i in picked])[10]
+        theirs = recall(subset, [okapi_ranked[i] for i in picked])[10]
+        print(f"  {project:10s} {len(picked):4d} questions  {mine:.3f} / {theirs:.3f}  ({mine - theirs:+.3f})")
     print(f"\nSQL inside find      p50 {p50(sql_t):.3f} ms   (goal <= 1 ms)")
     print(f"find() in-process    p50 {p50(find_t):.3f} ms")
     print(f"raw FTS5 final query p50 {p50(raw_t):.3f} ms   find/raw {p50(find_t) / p50(raw_t):.2f}x")
