@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from . import config as config_mod
 from .breaker import Breaker, BreakerPolicy
@@ -40,7 +41,11 @@ class Runtime:
     def index(self) -> LocalIndex:
         with self._lock:
             if self._index is None:
-                self._index = LocalIndex(self.paths.database)
+                upgrade = _UpgradeProgress()
+                try:
+                    self._index = LocalIndex(self.paths.database, progress=upgrade)
+                finally:
+                    upgrade.finish()
             return self._index
 
     @property
@@ -84,3 +89,25 @@ class Runtime:
             if self._index is not None:
                 self._index.close()
                 self._index = None
+
+
+class _UpgradeProgress:
+    """Progress of a schema upgrade that rebuilds the search index, on a terminal only.
+
+    The terminal line (``qmem.cli.Progress``) is built on the first report: opening an index
+    that needs no upgrade — every open but one — does not pay for importing the CLI.
+    """
+
+    def __init__(self) -> None:
+        self._line: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._line is None:
+            from .cli import Progress
+
+            self._line = Progress("upgrading the local index")
+        self._line(done, total)
+
+    def finish(self) -> None:
+        if self._line is not None:
+            self._line.finish()

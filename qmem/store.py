@@ -325,8 +325,13 @@ def _local_search(rt: Runtime, body: Mapping[str, Any], failure: GatewayUnavaila
               f"it may be older than the gateway)")
     if found.partial:
         header += "; PARTIAL match: no record has all the words"
+    elif found.complete < len(results):
+        header += f"; the first {found.complete} have all the words, the rest some of them"
+    if found.more:
+        header += f"; more records matched than top_k={body['top_k']}"
     details: dict[str, Any] = {"qmem": 1, "results": results, "fallback": "local_sqlite", "match": found.match,
-                               "partial": found.partial, "gateway": _gateway_json(failure)}
+                               "partial": found.partial, "complete": found.complete, "more": found.more,
+                               "gateway": _gateway_json(failure)}
     if "min_score" in body:
         header += "; min_score was not applied (lexical results have no score)"
         details["min_score_applied"] = False
