@@ -1,6 +1,8 @@
 """Tests for qmem.secretscan.
 
-Every credential here is assembled at run time from pieces, so that this file
+The corpus (``tests/corpora/secrets/*.jsonl``, made by ``make_corpus.py`` there) holds
+synthetic credentials over every family and benign texts; the checks here hold exactly on
+it.  Every credential in this file is assembled at run time from pieces, so that the file
 holds nothing that a repository secret scanner would flag.
 """
 
@@ -8,21 +10,25 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gc
 import json
 import random
+import statistics
 import string
 import time
 import unittest
+from pathlib import Path
 
-from qmem.secretscan import FAMILIES, Finding, describe, first_finding, scan, scan_values
+from qmem.secretscan import FAMILIES, Finding, describe, first_finding, redact, scan, scan_values
 
+CORPUS = Path(__file__).resolve().parent / "corpora" / "secrets"
 ALNUM = string.ascii_letters + string.digits
-UPPER_ALNUM = string.ascii_uppercase + string.digits
 URLSAFE = ALNUM + "_-"
+HEX = "0123456789abcdef"
 
 
 def rand(alphabet: str, length: int, seed: int = 0) -> str:
-    """A reproducible random string that contains upper case, lower case and a digit
+    """A reproducible random string with upper case, lower case and a digit
     whenever the alphabet has them."""
     rng = random.Random(f"{alphabet}/{length}/{seed}")
     while True:
@@ -33,299 +39,222 @@ def rand(alphabet: str, length: int, seed: int = 0) -> str:
             return text
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+def load_corpus() -> tuple[list[dict], list[dict]]:
+    cases = []
+    for path in sorted(CORPUS.glob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            cases += [json.loads(line) for line in f if line.strip()]
+    return [c for c in cases if c["family"]], [c for c in cases if not c["family"]]
 
 
-def make_jwt(header: dict | None = None, payload: dict | None = None) -> str:
-    header = {"alg": "HS256", "typ": "JWT"} if header is None else header
-    payload = {"sub": "1234567890", "name": "John Doe", "iat": 1516239022} \
-        if payload is None else payload
-    return ".".join([b64url(json.dumps(header).encode()), b64url(json.dumps(payload).encode()),
-                     rand(URLSAFE, 43)])
-
+POSITIVES, NEGATIVES = load_corpus()
 
 GITHUB = "gh" + "p_" + rand(ALNUM, 36)
-GITHUB_PAT = "github" + "_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59)
-GITLAB = "gl" + "pat-" + rand(URLSAFE, 20)
-SLACK_BOT = "xo" + "xb-" + "123456789012-1234567890123-" + rand(ALNUM, 24)
-SLACK_USER = "xo" + "xp-" + "1234567890-1234567890-1234567890-" + rand("0123456789abcdef", 32)
-ANTHROPIC = "sk-" + "ant-api03-" + rand(URLSAFE, 93) + "AA"
-OPENAI_PROJECT = "sk-" + "proj-" + rand(URLSAFE, 120)
-OPENAI_CLASSIC = "sk-" + rand(ALNUM, 48)
-AWS_EXAMPLE_ID = "AKIA" + "IOSFODNN7EXAMPLE"
-AWS_EXAMPLE_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
-AWS_TEMPORARY = "AS" + "IA" + rand(UPPER_ALNUM, 16)
-GOOGLE = "AI" + "za" + rand(URLSAFE, 35)
-NPM = "np" + "m_" + rand(ALNUM, 36)
-PYPI = "py" + "pi-AgEIcHlwaS5vcmc" + rand(URLSAFE, 120)
-HUGGINGFACE = "h" + "f_" + rand(string.ascii_letters, 34)
-JWT = make_jwt()
+STRIPE = "sk" + "_live_" + rand(ALNUM, 24)
 BASIC = base64.b64encode(b"deploy:hunter22").decode()
+JWT = ".".join(base64.urlsafe_b64encode(part).decode().rstrip("=") for part in
+               (b'{"alg":"HS256","typ":"JWT"}', b'{"sub":"1234567890"}')) + "." + rand(URLSAFE, 43)
 
-# family -> [(text, the part of it a finding must cover)]
-POSITIVES: dict[str, list[tuple[str, str]]] = {
-    "github-token": [
-        (f"export GH_TOKEN={GITHUB}", GITHUB),
-        (f"cloned with {GITHUB} yesterday", GITHUB),
-        (f"token: {GITHUB_PAT}", GITHUB_PAT),
-        ("gho_" + GITHUB[4:] + " (oauth)", "gho_" + GITHUB[4:]),
-        ("(ghs_" + GITHUB[4:] + ")", "ghs_" + GITHUB[4:]),
-    ],
-    "gitlab-token": [
-        (f"GITLAB_TOKEN={GITLAB}", GITLAB),
-        (f"use {GITLAB} for the runner", GITLAB),
-    ],
-    "slack-token": [
-        (f"bot token {SLACK_BOT}", SLACK_BOT),
-        (f"SLACK={SLACK_USER}", SLACK_USER),
-    ],
-    "anthropic-key": [
-        (f"ANTHROPIC_API_KEY={ANTHROPIC}", ANTHROPIC),
-        (f"the key '{ANTHROPIC}' was rotated", ANTHROPIC),
-    ],
-    "openai-key": [
-        (f"OPENAI_API_KEY={OPENAI_PROJECT}", OPENAI_PROJECT),
-        (f"old key {OPENAI_CLASSIC} revoked", OPENAI_CLASSIC),
-    ],
-    "aws-access-key": [
-        (f"aws_access_key_id = {AWS_EXAMPLE_ID}", AWS_EXAMPLE_ID),
-        (f"temporary {AWS_TEMPORARY}.", AWS_TEMPORARY),
-    ],
-    "google-api-key": [
-        (f"https://maps.googleapis.com/maps/api/js?key={GOOGLE}&callback=x", GOOGLE),
-        (f"firebase apiKey {GOOGLE}", GOOGLE),
-    ],
-    "npm-token": [
-        (f"//registry.npmjs.org/:_authToken={NPM}", NPM),
-        (f"npm token {NPM} for CI", NPM),
-    ],
-    "pypi-token": [
-        (f"password = {PYPI}", PYPI),
-        (f"twine upload -p {PYPI} dist/*", PYPI),
-    ],
-    "huggingface-token": [
-        (f"HF_TOKEN={HUGGINGFACE}", HUGGINGFACE),
-        (f"login with {HUGGINGFACE}", HUGGINGFACE),
-    ],
-    "private-key": [
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow…", "-----BEGIN RSA PRIVATE KEY-----"),
-        ("key:\n-----BEGIN PRIVATE KEY-----\n", "-----BEGIN PRIVATE KEY-----"),
-        ("-----BEGIN OPENSSH PRIVATE KEY-----", "-----BEGIN OPENSSH PRIVATE KEY-----"),
-        ("x -----BEGIN EC PRIVATE KEY----- y", "-----BEGIN EC PRIVATE KEY-----"),
-        ("-----BEGIN DSA PRIVATE KEY-----", "-----BEGIN DSA PRIVATE KEY-----"),
-        ("-----BEGIN ENCRYPTED PRIVATE KEY-----", "-----BEGIN ENCRYPTED PRIVATE KEY-----"),
-        ("-----BEGIN PGP PRIVATE KEY BLOCK-----", "-----BEGIN PGP PRIVATE KEY BLOCK-----"),
-    ],
-    "jwt": [
-        (f"id_token={JWT}", JWT),
-        (f"Authorization: Bearer {JWT}", JWT),
-        (make_jwt({"alg": "RS256", "kid": "k1"}, {"iss": "x"}),
-         make_jwt({"alg": "RS256", "kid": "k1"}, {"iss": "x"})),
-    ],
-    "credential-url": [
-        ("db at postgres://app:" + "s3cr3t-Pw@db.internal:5432/app", "s3cr3t-Pw"),
-        ("redis://:" + "p4ssw0rd@cache:6379/0", "p4ssw0rd"),
-        ("see https://api.example.com/v1/items?limit=5&api_key=" + "9f8e7d6c5b4a&x=1",
-         "9f8e7d6c5b4a"),
-        ("(https://cdn.example.com/f.zip?sv=2021&sig=" + "AbC123%2Bxyz%3D)", "AbC123%2Bxyz%3D"),
-        ("https://app.example.com/cb#access_token=" + "ya29.a0Af1234&state=s", "ya29.a0Af1234"),
-    ],
-    "bearer-token": [
-        ("Authorization: Bearer " + "0123456789abcdefABCDEF", "0123456789abcdefABCDEF"),
-        ("curl -H 'authorization: bearer " + "tok_9a8b7c6d5e4f3a2b1c'", "tok_9a8b7c6d5e4f3a2b1c"),
-    ],
-    "basic-auth": [
-        (f"Authorization: Basic {BASIC}", BASIC),
-        (f'headers = {{"Authorization": "Basic {BASIC}"}}', BASIC),
-    ],
-    "credential-assignment": [
-        ("password=" + "hunter22", "hunter22"),
-        ('{"password": "' + "c0rrect-h0rse" + '"}', "c0rrect-h0rse"),
-        ("api_key = '" + "a1b2c3d4e5f6" + "'", "a1b2c3d4e5f6"),
-        ("AWS_SECRET_ACCESS_KEY=" + AWS_EXAMPLE_SECRET, AWS_EXAMPLE_SECRET),
-        ("clientSecret: " + "Zx9-Qw8-Er7", "Zx9-Qw8-Er7"),
-        ("passwd: " + "Tr0ub4dor&3", "Tr0ub4dor"),
-        ("run it with --db-password=" + "pa55word!", "pa55word!"),
-        ("X-Api-Key: " + "5f4dcc3b5aa7", "5f4dcc3b5aa7"),
-        ("note: password=" + "hunter22.", "hunter22"),
-        ("secret_key => " + '"' + "k#9Lm!2pQ" + '"', "k#9Lm!2pQ"),
-    ],
-}
+# One sample token per prefixed family, for the placeholder rule: (family, prefix, body).
+PREFIXED = [
+    ("github-token", "gh" + "p_", rand(ALNUM, 36)), ("gitlab-token", "gl" + "pat-", rand(URLSAFE, 20)),
+    ("slack-token", "xo" + "xb-", "123456789012-1234567890123-" + rand(ALNUM, 24)),
+    ("stripe-key", "sk" + "_live_", rand(ALNUM, 24)), ("stripe-key", "rk" + "_test_", rand(ALNUM, 24)),
+    ("anthropic-key", "sk-" + "ant-api03-", rand(URLSAFE, 95)), ("openai-key", "sk-" + "proj-", rand(URLSAFE, 60)),
+    ("openai-key", "sk-", rand(ALNUM, 48)), ("aws-access-key", "AK" + "IA", rand(string.ascii_uppercase + string.digits, 16)),
+    ("google-api-key", "AI" + "za", rand(URLSAFE, 35)), ("google-oauth", "GOC" + "SPX-", rand(URLSAFE, 28)),
+    ("npm-token", "np" + "m_", rand(ALNUM, 36)), ("huggingface-token", "h" + "f_", rand(string.ascii_letters, 34)),
+    ("sendgrid-key", "S" + "G.", rand(URLSAFE, 22) + "." + rand(URLSAFE, 43)),
+    ("twilio-key", "S" + "K", rand(HEX, 32)), ("digitalocean-token", "do" + "p_v1_", rand(HEX, 64)),
+    ("shopify-token", "shp" + "at_", rand(HEX, 32)), ("databricks-token", "da" + "pi", rand(HEX, 32)),
+    ("mailgun-key", "ke" + "y-", rand(HEX, 32)), ("linear-key", "lin" + "_api_", rand(ALNUM, 40)),
+    ("vault-token", "hv" + "s.", rand(URLSAFE, 24)), ("posthog-key", "ph" + "x_", rand(ALNUM, 43)),
+    ("dockerhub-token", "dck" + "r_pat_", rand(URLSAFE, 27)), ("groq-key", "gs" + "k_", rand(ALNUM, 52)),
+    ("doppler-token", "dp" + ".st.", rand(ALNUM, 43)), ("planetscale-token", "pscale" + "_pw_", rand(URLSAFE, 43)),
+]
 
-# family -> texts that must produce no finding at all (near misses).
-NEGATIVES: dict[str, list[str]] = {
-    "github-token": [
-        "use a GitHub token (ghp_…) here",
-        "my_" + GITHUB,                      # inside a longer identifier
-        "x" + GITHUB,
-        GITHUB + "x",                        # 37 characters
-        GITHUB[:-1],                         # 35 characters
-        "ghx_" + GITHUB[4:],
-        "github_pat_" + rand(ALNUM, 22),
-    ],
-    "gitlab-token": ["glpat-" + rand(URLSAFE, 19), "myglpat-" + rand(URLSAFE, 20),
-                     "create a glpat- token in settings"],
-    "slack-token": ["xoxb-your-token-here", "set SLACK to an xoxb- token",
-                    "axoxb-123-" + rand(ALNUM, 24), "xoxb-123-abc"],
-    "anthropic-key": ["sk-ant-...", "sk-ant-api03-" + rand(URLSAFE, 10),
-                      "task-ant-api03-" + rand(URLSAFE, 60)],
-    "openai-key": ["sk-proj-abc", "sk-" + rand(ALNUM, 47), "sk-" + rand(ALNUM, 49),
-                   "risk-proj-" + rand(URLSAFE, 60), "keys start with sk-"],
-    "aws-access-key": ["AKIA" + rand(UPPER_ALNUM, 15), AWS_EXAMPLE_ID + "X",
-                       "akia" + rand(UPPER_ALNUM, 16).lower(), "XAKIA" + rand(UPPER_ALNUM, 16),
-                       "ABIA" + rand(UPPER_ALNUM, 16)],
-    "google-api-key": ["AIza" + rand(URLSAFE, 34), "AIza" + rand(ALNUM, 36),
-                       "xAIza" + rand(URLSAFE, 35)],
-    "npm-token": ["npm_" + rand(ALNUM, 35), "npm_config_registry", "my_npm_" + rand(ALNUM, 36)],
-    "pypi-token": ["pypi-simple-index", "pypi-AgE" + rand(URLSAFE, 20),
-                   "pypi-" + "a-really-long-package-name-that-goes-on-and-on-and-on-and-on"],
-    "huggingface-token": ["hf_" + rand(string.ascii_lowercase, 34),   # an identifier
-                          "hf_" + rand(string.ascii_letters, 20),
-                          "xhf_" + rand(string.ascii_letters, 34)],
-    "private-key": ["-----BEGIN PUBLIC KEY-----", "-----BEGIN CERTIFICATE-----",
-                    "-----BEGIN RSA PUBLIC KEY-----", "begin private key", "BEGIN PRIVATE KEY"],
-    "jwt": [
-        make_jwt({"typ": "JWT"}),                                   # header without alg
-        ".".join(JWT.split(".")[:2]) + ".abc",                      # short signature
-        "JWTs look like eyJhbGciOi... and are signed",
-        "eyJ" + rand(ALNUM, 30) + ".eyJ" + rand(ALNUM, 30) + "." + rand(ALNUM, 30),  # not JSON
-    ],
-    "credential-url": [
-        "scheme://user:pass@host",
-        "https://user:${PASSWORD}@example.com",
-        "ssh://git@github.com/owner/repo.git",
-        "https://example.com/callback?token=",
-        "https://example.com/search?key=frontend&page=2",
-        "https://example.com/?token=<token>",
-        "https://example.com:8443/path?page_token=abc123def456",
-    ],
-    "bearer-token": ["Authorization: Bearer <token>", "Authorization: Bearer $TOKEN",
-                     "the bearer token is sent in a header",
-                     "Bearer tokenauthenticationscheme"],
-    "basic-auth": ["Authorization: Basic <credentials>",
-                   "Basic " + BASIC,                           # no Authorization header
-                   "Authorization: Basic " + base64.b64encode(b"helloworld").decode()],
-    "credential-assignment": [
-        "the password field", "password reset flow", "token=", "password=",
-        "password: required", "password = os.environ['PW']", "password = get_password()",
-        "password=self.password", "password=***", "password=<redacted>",
-        "password=${DB_PASSWORD}", "password=$DB_PASSWORD", "password=changeme123",
-        "password=abc1", "max_tokens=4096", "next_page_token=CAUQAA12345",
-        "api_key: YOUR_API_KEY", 'password = "correct horse battery 9"',
-        "password: Optional[str] = None", "secret_key = os.urandom(32)",
-        "password_min_length=12", "password=letmein",
-    ],
-}
 
-BENIGN_PROSE = """\
-The password reset flow sends an e-mail; the password field needs 12 characters.
-Set GITHUB_TOKEN in your environment and never commit it; CI reads
-token: ${{ secrets.GITHUB_TOKEN }} and curl sends "Authorization: Bearer $TOKEN".
+def covers(finding: Finding, text: str, secret: str) -> bool:
+    at = text.find(secret)
+    return finding.start <= at and finding.end >= at + len(secret)
 
-    def login(user: str, password: Optional[str] = None) -> Session:
-        token = request.headers.get("Authorization")
-        password = os.environ["DB_PASSWORD"]
-        api_key: str = settings.API_KEY
-        if password == confirm_password:
-            password_hash = bcrypt.hashpw(password, salt)
-        max_tokens = 4096
 
-Clone with git clone git@github.com:owner/repo.git, browse
-https://docs.github.com/en/authentication/managing-your-personal-access-tokens
-and connect to postgres://localhost:5432/app. -----BEGIN CERTIFICATE----- is fine.
-"""
+class CorpusTests(unittest.TestCase):
+    """Exact expectations on the project's own corpus."""
+
+    def test_corpus_is_large_and_covers_every_family(self) -> None:
+        self.assertGreaterEqual(len(POSITIVES), 300)
+        self.assertGreaterEqual(len(NEGATIVES), 500)
+        families = {case["family"] for case in POSITIVES}
+        self.assertGreaterEqual(len(families), 30)
+        self.assertEqual(families, set(FAMILIES))
+
+    def test_every_credential_is_found_under_its_family(self) -> None:
+        for case in POSITIVES:
+            text, family, secret = case["text"], case["family"], case["secret"]
+            with self.subTest(family, text=text[:60]):
+                findings = scan(text)
+                self.assertEqual({f.family for f in findings}, {family})
+                self.assertTrue(any(covers(f, text, secret) for f in findings),
+                                f"{family} found, but not over the whole credential")
+
+    def test_no_benign_text_is_flagged(self) -> None:
+        for case in NEGATIVES:
+            with self.subTest(text=case["text"][:60]):
+                self.assertEqual(scan(case["text"]), [])
+
+    def test_findings_never_overlap_and_are_ordered(self) -> None:
+        # All positives in one text: findings stay disjoint and sorted.
+        text = "\n".join(case["text"] for case in POSITIVES)
+        findings = scan(text)
+        self.assertGreaterEqual(len(findings), len(POSITIVES))
+        for before, after in zip(findings, findings[1:]):
+            self.assertLessEqual(before.end, after.start)
+
+    def test_redaction_removes_every_credential(self) -> None:
+        for case in POSITIVES:
+            with self.subTest(case["family"], text=case["text"][:60]):
+                redacted = redact(case["text"])
+                self.assertNotIn(case["secret"], redacted)
+                self.assertIn(f"[redacted: {case['family']}]", redacted)
+                self.assertEqual(scan(redacted), [])
+
+
+class PlaceholderTests(unittest.TestCase):
+    """One placeholder rule for every family."""
+
+    def test_real_samples_are_found(self) -> None:
+        for family, prefix, body in PREFIXED:
+            with self.subTest(family, prefix=prefix):
+                self.assertEqual([f.family for f in scan(f"TOKEN={prefix}{body}")], [family])
+
+    def test_placeholders_of_every_family_are_not_findings(self) -> None:
+        for family, prefix, body in PREFIXED:
+            for fill in ("x" * len(body), "X" * len(body), "0" * len(body), "*" * len(body),
+                         "...", "\u2026", body[:8] + "...", "<your-key>", "${KEY}", "{{ key }}",
+                         "%KEY%", "x" * 4 + "-" + "x" * (len(body) - 5)):
+                for template in ("{}", "TOKEN={}", 'token: "{}"', "use {} here"):
+                    text = template.format(prefix + fill)
+                    with self.subTest(family, text=text[:60]):
+                        self.assertEqual(scan(text), [])
+            with self.subTest(family, truncated=True):
+                self.assertEqual(scan(f"key: {prefix}{body}..."), [])
+
+    def test_the_cases_of_the_issue(self) -> None:
+        for text in ["ANTHROPIC_API_KEY=sk-" + "ant-api03-...", "OPENAI_API_KEY=sk-...",
+                     "gh" + "p_" + "x" * 36, "h" + "f_" + "x" * 34, "HF_TOKEN=h" + "f_" + "x" * 34,
+                     "password=<redacted>", "token=${TOKEN}", "api_key: {{ api_key }}",
+                     "secret=%SECRET%", "password=********", "AK" + "IA" + "0" * 16]:
+            with self.subTest(text=text):
+                self.assertEqual(scan(text), [])
 
 
 class FamilyTests(unittest.TestCase):
+    """What the issue asks for by name, beside the corpus."""
 
-    def test_every_family_has_positives_and_negatives(self) -> None:
-        self.assertEqual(set(POSITIVES), set(FAMILIES))
-        self.assertEqual(set(NEGATIVES), set(FAMILIES))
-        for family in FAMILIES:
+    def test_key_names_with_a_value_shape_gate(self) -> None:
+        secret = rand(ALNUM, 32)
+        for text in [f'const authKey = "{secret}";', f"secretKey: '{secret}'", f"signingKey={secret}",
+                     f'encryption_key = "{secret}"', f"APP_KEY={secret}"]:
+            with self.subTest(text=text):
+                self.assertEqual([f.family for f in scan(text)], ["credential-assignment"])
+        for text in ['primaryKey = "id"', 'sortKey: "created_at"', 'cacheKey = "user:" + id',
+                     'foreignKey="user_id"', 'objectKey = "uploads/2024/05/a-3.png"',
+                     f'idempotencyKey: "{rand(HEX, 8)}-{rand(HEX, 4)}-4abc-8def-{rand(HEX, 12)}"',
+                     f'publicKey: "{rand(ALNUM, 43)}="', 'key: password', 'routingKey = "orders.v2"']:
+            with self.subTest(text=text):
+                self.assertEqual(scan(text), [])
+
+    def test_basic_authorization_in_headers_commands_and_code(self) -> None:
+        for text in [f"Authorization: Basic {BASIC}", f"curl -H 'Authorization: Basic {BASIC}' https://x.example",
+                     f'headers["Authorization"] = "Basic {BASIC}"',
+                     f'req.Header.Set("Authorization", "Basic {BASIC}")',
+                     f"{{'Authorization': 'Basic {BASIC}'}}", f'{{"auths": {{"r.example": {{"auth": "{BASIC}"}}}}}}']:
+            with self.subTest(text=text):
+                findings = scan(text)
+                self.assertEqual([f.family for f in findings], ["basic-auth"])
+                self.assertEqual(text[findings[0].start:findings[0].end], BASIC)
+        helloworld = base64.b64encode(b"helloworld").decode()  # no colon: not user:password
+        for text in [f"Basic {helloworld}", "Authorization: Basic <credentials>", "Basic usage: run it"]:
+            with self.subTest(text=text):
+                self.assertEqual(scan(text), [])
+
+    def test_command_line_credentials(self) -> None:
+        for text, value in [("curl -u deploy:" + "s3cr3t-Pw https://x.example", "s3cr3t-Pw"),
+                            ("curl --user 'ci:" + "Tr0ub4dor&3' https://x.example", "Tr0ub4dor&3"),
+                            ("docker login -u me -p " + "Zq8vX2pLm4 registry.example", "Zq8vX2pLm4"),
+                            ("mysql -uroot -p" + "Kx92!mq shop", "Kx92!mq"),
+                            ("deploy --token " + "a8f3e9c2d1b7 --env prod", "a8f3e9c2d1b7")]:
+            with self.subTest(text=text):
+                findings = scan(text)
+                self.assertEqual([f.family for f in findings], ["cli-credential"])
+                self.assertEqual(text[findings[0].start:findings[0].end], value)
+        for text in ["curl -u $USER:$PASSWORD https://x.example", "docker run -u 1000:1000 img",
+                     "git push -u origin main", "mysql -u root -p appdb", "ssh -p 2222 me@host",
+                     "docker login --password-stdin", "mkdir -p /var/lib/app"]:
+            with self.subTest(text=text):
+                self.assertEqual(scan(text), [])
+
+    def test_specific_family_wins_an_overlap(self) -> None:
+        slack = "xo" + "xb-" + "123456789012-1234567890123-" + rand(ALNUM, 24)
+        for text, family in [(f"GITHUB_TOKEN={GITHUB}", "github-token"),
+                             (f"Authorization: Bearer {JWT}", "jwt"),
+                             (f"https://example.com/hook?token={slack}", "slack-token"),
+                             (f'"api_key": "{STRIPE}"', "stripe-key"),
+                             (f"curl -u api:key-{rand(HEX, 32)} https://x.example", "mailgun-key")]:
             with self.subTest(family):
-                self.assertGreaterEqual(len(POSITIVES[family]), 2)
-                self.assertGreaterEqual(len(NEGATIVES[family]), 2)
-
-    def test_positives_are_found_at_the_right_offsets(self) -> None:
-        for family, cases in POSITIVES.items():
-            for text, secret in cases:
-                with self.subTest(family, text=text[:40]):
-                    findings = scan(text)
-                    self.assertEqual(len(findings), 1, findings)
-                    finding = findings[0]
-                    self.assertEqual(finding.family, family)
-                    self.assertEqual(text[finding.start:finding.end], secret)
-                    self.assertEqual(finding.start, text.index(secret))
-
-    def test_negatives_are_not_found(self) -> None:
-        for family, texts in NEGATIVES.items():
-            for text in texts:
-                with self.subTest(family, text=text[:40]):
-                    self.assertEqual(scan(text), [])
-
-    def test_benign_developer_text(self) -> None:
-        self.assertEqual(scan(BENIGN_PROSE), [])
-        self.assertEqual(scan(""), [])
+                self.assertEqual([f.family for f in scan(text)], [family])
 
     def test_aws_documentation_keys_are_findings(self) -> None:
         # A deliberate decision (see the module docstring): no exemptions.
-        self.assertEqual([f.family for f in scan(AWS_EXAMPLE_ID)], ["aws-access-key"])
-        text = f"aws_secret_access_key = {AWS_EXAMPLE_SECRET}"
+        example_id = "AKIA" + "IOSFODNN7EXAMPLE"
+        example_secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+        self.assertEqual([f.family for f in scan(example_id)], ["aws-access-key"])
+        text = f"aws_secret_access_key = {example_secret}"
         self.assertEqual([f.family for f in scan(text)], ["credential-assignment"])
-        # On its own the secret key is just a base64 string.
-        self.assertEqual(scan(AWS_EXAMPLE_SECRET), [])
+        self.assertEqual(scan(example_secret), [])  # on its own: just a base64 string
+
+    def test_private_key_needs_key_material(self) -> None:
+        body = "\n".join(rand(ALNUM + "+/", 64, seed) for seed in range(3))
+        block = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+        findings = scan(f"key:\n{block}\nthanks")
+        self.assertEqual([(f.family, f.start, f.end) for f in findings],
+                         [("private-key", 5, 5 + len(block))])
+        for text in ["-----BEGIN PRIVATE KEY-----", "files start with -----BEGIN PRIVATE KEY----- and end",
+                     "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+                     "-----BEGIN PUBLIC KEY-----\n" + body]:
+            with self.subTest(text=text[:40]):
+                self.assertEqual(scan(text), [])
 
 
 class ResultTests(unittest.TestCase):
 
     def test_multiple_findings_in_order(self) -> None:
-        text = (f"github {GITHUB}\n"
-                f"password=hunter22 and {AWS_EXAMPLE_ID}\n"
-                "-----BEGIN OPENSSH PRIVATE KEY-----\n"
-                f"{JWT}")
+        text = f"github {GITHUB}\npassword=hunter22 and {STRIPE}\n{JWT}"
         findings = scan(text)
         self.assertEqual([f.family for f in findings],
-                         ["github-token", "credential-assignment", "aws-access-key",
-                          "private-key", "jwt"])
-        self.assertEqual([text[f.start:f.end] for f in findings],
-                         [GITHUB, "hunter22", AWS_EXAMPLE_ID,
-                          "-----BEGIN OPENSSH PRIVATE KEY-----", JWT])
-        self.assertEqual(findings, sorted(findings, key=lambda f: f.start))
+                         ["github-token", "credential-assignment", "stripe-key", "jwt"])
+        self.assertEqual([text[f.start:f.end] for f in findings], [GITHUB, "hunter22", STRIPE, JWT])
 
     def test_several_secrets_in_one_url(self) -> None:
         text = "https://u:" + "pw-9x8y7z@h.example/p?token=" + "abc123def&q=1#sig=" + "zz99yy88"
         findings = scan(text)
         self.assertEqual([f.family for f in findings], ["credential-url"] * 3)
-        self.assertEqual([text[f.start:f.end] for f in findings],
-                         ["pw-9x8y7z", "abc123def", "zz99yy88"])
-
-    def test_specific_family_wins_an_overlap(self) -> None:
-        for text, family in [
-            (f"GITHUB_TOKEN={GITHUB}", "github-token"),
-            (f"Authorization: Bearer {JWT}", "jwt"),
-            (f"https://example.com/hook?token={SLACK_BOT}", "slack-token"),
-            (f'"api_key": "{OPENAI_CLASSIC}"', "openai-key"),
-        ]:
-            with self.subTest(family):
-                self.assertEqual([f.family for f in scan(text)], [family])
+        self.assertEqual([text[f.start:f.end] for f in findings], ["pw-9x8y7z", "abc123def", "zz99yy88"])
 
     def test_first_finding(self) -> None:
-        self.assertIsNone(first_finding(BENIGN_PROSE))
+        self.assertIsNone(first_finding("nothing to see"))
         text = f"password=hunter22 then {GITHUB}"
         self.assertEqual(first_finding(text), scan(text)[0])
         self.assertEqual(first_finding(text).family, "credential-assignment")
 
     def test_scan_values_scans_each_value_separately(self) -> None:
-        values = ["fine", f"key {GOOGLE}", "also fine", f"pw: x and {NPM}"]
+        values = ["fine", f"key {STRIPE}", "also fine", f"pw: x and {GITHUB}"]
         pairs = scan_values(values)
-        self.assertEqual([(i, f.family) for i, f in pairs],
-                         [(1, "google-api-key"), (3, "npm-token")])
+        self.assertEqual([(i, f.family) for i, f in pairs], [(1, "stripe-key"), (3, "github-token")])
         index, finding = pairs[1]
-        self.assertEqual(values[index][finding.start:finding.end], NPM)
+        self.assertEqual(values[index][finding.start:finding.end], GITHUB)
         self.assertEqual(scan_values(iter([])), [])
-
-    def test_scan_values_does_not_join_values(self) -> None:
         self.assertEqual(scan_values([GITHUB[:20], GITHUB[20:]]), [])
         self.assertEqual(scan_values(["password=", "hunter22"]), [])
 
@@ -334,6 +263,8 @@ class ResultTests(unittest.TestCase):
             with self.subTest(bad=bad):
                 with self.assertRaises(TypeError):
                     scan(bad)  # type: ignore[arg-type]
+                with self.assertRaises(TypeError):
+                    redact(bad)  # type: ignore[arg-type]
         with self.assertRaises(TypeError):
             scan_values(["ok", b"bytes"])  # type: ignore[list-item]
 
@@ -341,62 +272,109 @@ class ResultTests(unittest.TestCase):
         finding = Finding("jwt", 1, 5)
         with self.assertRaises(dataclasses.FrozenInstanceError):
             finding.start = 0  # type: ignore[misc]
-        self.assertEqual(finding, Finding("jwt", 1, 5))
-        self.assertEqual([f.name for f in dataclasses.fields(Finding)],
-                         ["family", "start", "end"])
+        self.assertEqual([f.name for f in dataclasses.fields(Finding)], ["family", "start", "end"])
+
+
+class RedactTests(unittest.TestCase):
+
+    def test_each_finding_is_replaced_by_its_family(self) -> None:
+        text = f"gateway said: token {GITHUB} rejected; retry with password=hunter22."
+        self.assertEqual(redact(text), "gateway said: token [redacted: github-token] rejected; "
+                                       "retry with password=[redacted: credential-assignment].")
+
+    def test_text_without_findings_is_returned_unchanged(self) -> None:
+        for text in ["", "HTTP 422: field 'scope' is required", "unknown key 'recallUrl'"]:
+            with self.subTest(text=text):
+                self.assertIs(redact(text), text)
+
+    def test_a_server_detail_with_a_bearer_value(self) -> None:
+        token = rand(URLSAFE, 40)
+        detail = json.dumps({"detail": f"invalid header Authorization: Bearer {token}"})
+        redacted = redact(detail)
+        self.assertNotIn(token, redacted)
+        self.assertIn("[redacted: bearer-token]", redacted)
 
 
 class DisclosureTests(unittest.TestCase):
 
     def test_secret_never_in_repr_or_describe(self) -> None:
-        for family, cases in POSITIVES.items():
-            for text, secret in cases:
-                with self.subTest(family, text=text[:40]):
-                    findings = scan(text)
-                    self.assertTrue(findings)
-                    shown = repr(findings) + str(findings) + describe(findings)
-                    self.assertNotIn(secret, shown)
-                    # Not even a recognisable piece of it.
-                    self.assertNotIn(secret[-6:], shown)
+        for case in POSITIVES:
+            with self.subTest(case["family"], text=case["text"][:40]):
+                findings = scan(case["text"])
+                shown = repr(findings) + str(findings) + describe(findings)
+                self.assertNotIn(case["secret"], shown)
+                self.assertNotIn(case["secret"][-6:], shown)  # not even a piece of it
 
     def test_describe(self) -> None:
         findings = scan(f"{GITHUB} {JWT} {GITHUB}")
         message = describe(findings)
-        self.assertEqual(
-            message,
-            "text looks like it contains a credential (github-token, jwt); "
-            "remove it and store a reference instead")
-        self.assertNotIn("\n", message)
+        self.assertEqual(message, "text looks like it contains a credential (github-token, jwt); "
+                                  "remove it and store a reference instead")
         self.assertEqual(describe(iter(findings)), message)
-
-    def test_describe_needs_a_finding(self) -> None:
         with self.assertRaises(ValueError):
             describe([])
 
 
 class LinearTimeTests(unittest.TestCase):
-    """Guards against quadratic blow-up on hostile input, not a benchmark."""
+    """Guards against super-linear blow-up on hostile input: one scan of ten
+    times the text must take at most 1.5 times as long as ten scans of the
+    text -- the median time at 200 KB at most 15 times that at 20 KB, where a
+    quadratic scan takes 100 times.  No absolute time is asserted."""
 
-    SIZE = 10**6
-    LIMIT_SECONDS = 2.0
+    SMALL = 20_000
+    RUNS = 3
+    RATIO = 1.5
+    ATTEMPTS = 3  # a load spike can slow one measurement; a quadratic scan fails them all
 
-    def adversarial_inputs(self) -> dict[str, str]:
-        pieces = ["a", "-----BEGIN ", "eyJ", "password=", "eyJa.", "https://", "ghp_",
-                  "Bearer ", 'x="', "a=", "http://a/?token=abc123&", "password=hunter22 "]
-        inputs = {repr(piece): (piece * (self.SIZE // len(piece) + 1))[:self.SIZE]
-                  for piece in pieces}
-        inputs["long value"] = "a=" + "b" * self.SIZE
-        inputs["unclosed quote"] = 'password="' + "b" * self.SIZE
-        inputs["long url"] = "https://a:" + "b" * self.SIZE
-        inputs["long jwt header"] = "eyJ" + "a" * self.SIZE + ".eyJ"
+    PIECES = [
+        "a", "-----BEGIN ", "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * 64 + "\n", "eyJ", "eyJa.", "eyJ.eyJ.",
+        "password=", "password=hunter22 ", "a=a=", "key:", "key: ", 'key="', "token is ", "://", "https://",
+        "https://a:b@", "http://a/?token=abc123&", "ghp_", "gh" + "p_ghp_", "sk-", "sk-ant-", "AKIA", "xoxb-1-",
+        "hooks.slack.com/services/T", "Bearer ", "Bearer Bearer ", "Basic ", "Authorization: ", "auth=",
+        "--token ", "-p ", " login -p x", "curl -u a:b ", "login a password ", "machine ", ":AA", "1//0",
+        "<password>", 'key="ApiKey" value="', "x" * 40, "0" * 40, "AC" + "0" * 32 + ":",
+    ]
+
+    def adversarial_inputs(self, size: int) -> dict[str, str]:
+        inputs = {repr(piece[:30]): (piece * (size // len(piece) + 1))[:size] for piece in self.PIECES}
+        inputs["long value"] = "a=" + "b" * size
+        inputs["unclosed quote"] = 'password="' + "b" * size
+        inputs["long url"] = "https://a:" + "b" * size
+        inputs["long jwt header"] = "eyJ" + "a" * size + ".eyJ"
+        inputs["long token body"] = "sk-ant-" + "0" * size + "a"
+        inputs["long pem body"] = "-----BEGIN PRIVATE KEY-----\n" + "A" * size
+        inputs["long name"] = "a" * size + "password=x1y2z3w4"
         return inputs
 
-    def test_adversarial_input_scans_quickly(self) -> None:
-        for name, text in self.adversarial_inputs().items():
-            with self.subTest(name):
+    def median_seconds(self, text: str, repeat: int) -> float:
+        """The median over RUNS runs of the time *repeat* scans of *text* take."""
+        times = []
+        enabled = gc.isenabled()
+        gc.disable()  # a collection inside one run would be noise, not growth
+        try:
+            for _ in range(self.RUNS):
                 started = time.perf_counter()
-                scan(text)
-                self.assertLess(time.perf_counter() - started, self.LIMIT_SECONDS)
+                for _ in range(repeat):
+                    scan(text)
+                times.append(time.perf_counter() - started)
+        finally:
+            if enabled:
+                gc.enable()
+        return statistics.median(times)
+
+    def test_scan_time_grows_linearly_on_adversarial_input(self) -> None:
+        small = self.adversarial_inputs(self.SMALL)
+        large = self.adversarial_inputs(10 * self.SMALL)
+        for name in small:
+            with self.subTest(name):
+                ratios = []
+                for _ in range(self.ATTEMPTS):
+                    ten_small = self.median_seconds(small[name], 10)
+                    one_large = self.median_seconds(large[name], 1)
+                    ratios.append(one_large / ten_small)
+                    if ratios[-1] <= self.RATIO:
+                        break
+                self.assertLessEqual(min(ratios), self.RATIO, f"ratios {ratios}")
 
 
 if __name__ == "__main__":
