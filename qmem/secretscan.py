@@ -221,6 +221,7 @@ class _Rule:
     pattern: re.Pattern[str]
     check: _Check
     folded: bool = False  # the pattern runs over the lower-cased text
+    needle: str = ""      # text every match starts with, if any
 
 
 # --- placeholders and values -------------------------------------------------
@@ -261,6 +262,7 @@ _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@/-]*\Z")
 _YAML_TAG = re.compile(r"!{1,2}[A-Za-z_][A-Za-z0-9_]*\Z")
 _COLOR = re.compile(r"#[0-9A-Fa-f]{3,8}\Z")
+_VERSION = re.compile(r"[\^~>=<v]{0,2}[0-9]+(?:\.[0-9x*]+)+(?:[-+][\w.]+)?\Z")
 _CALL = re.compile(r"[\w.$]+\(.*\)\Z")
 # Values that vendors publish in web pages: not credentials.
 _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "sb_publishable_")
@@ -279,7 +281,8 @@ def _is_credential_value(value: str) -> bool:
     if len(value) < _MIN_VALUE or _is_placeholder(value):
         return False
     if (_URL_START.match(value) or _YAML_TAG.match(value) or value.startswith(_PUBLIC_PREFIXES)
-            or _COLOR.match(value) or _CALL.match(value)
+            or _COLOR.match(value) or _CALL.match(value) or _VERSION.match(value)
+            or (value.startswith("@") and ("/" in value or "." in value))
             or value.startswith(("/^", "/\\")) or (_PATH.match(value) and not _looks_random(value))):
         return False  # a URL, a YAML tag, a public key, a regular expression, a path
     # Words and identifiers ("required", "db_password", "os.environ") are how
@@ -462,7 +465,8 @@ def _credential_url(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     colon = url.find(":", authority_at, at) if at != -1 else -1
     if colon != -1:
         password = url[colon + 1:at]
-        if (len(password) >= 3 and not _is_placeholder(password)
+        if (len(password) >= 3 and password != url[authority_at:colon]  # postgres:postgres
+                and password.lower() != url[:authority_at - 3].lower() and not _is_placeholder(password)
                 and not _is_placeholder(unquote(password))):
             spans.append((start + colon + 1, start + at))
     # OAuth implicit flows put tokens in the fragment, so read it as well.
@@ -528,8 +532,8 @@ def _curl_user(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     user = match.group("user")
     start, end = match.span("password")
     password = text[start:end]
-    if user.isdigit() and password.isdigit():
-        return []  # uid:gid
+    if (user.isdigit() and password.isdigit()) or user == password:
+        return []  # uid:gid, guest:guest
     return [(start, end)] if _is_strong_value(password) else []
 
 
@@ -646,8 +650,11 @@ def _name_kind(name: str) -> str | None:
     compact = _compact(name)
     if compact.endswith(_NOT_SECRET_ENDINGS):
         return None
-    if compact.endswith(("password", "passwd", "passphrase", "pass")):
+    if compact.endswith(("password", "passwd", "passphrase", "pass", "passwort", "kennwort",
+                         "contraseña", "contrasena", "senha", "wachtwoord", "пароль", "motdepasse")):
         return "password"
+    if compact.endswith(("session", "sessionid")):
+        return "random"  # a session cookie
     if compact.endswith(("token", "authorization")):
         return "strong"
     if compact.endswith(("secret", "credentials")):
@@ -761,8 +768,29 @@ def _assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # --- the rules ----------------------------------------------------------------
 
-def _rule(family: str, pattern: str, check: _Check = _token, folded: bool = False) -> _Rule:
-    return _Rule(family, re.compile(pattern, re.VERBOSE), check, folded)
+def _rule(family: str, pattern: str, check: _Check = _token, folded: bool = False,
+          needle: str | None = None) -> _Rule:
+    needle = _leading_literal(pattern) if needle is None else needle
+    return _Rule(family, re.compile(pattern, re.VERBOSE), check, folded, needle)
+
+
+def _leading_literal(pattern: str) -> str:
+    """The literal text a (verbose) pattern starts with, for a quick look."""
+    literal = []
+    at = 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\" and pattern[at + 1:at + 2] in (".", "-", "/"):
+            literal.append(pattern[at + 1])
+            at += 2
+            continue
+        if char in "[](){}?*+|^$\\ \t\n#.":
+            break
+        literal.append(char)
+        at += 1
+    if literal and pattern[at:at + 1] in ("?", "*", "{"):
+        literal.pop()  # the last character is optional or repeated
+    return "".join(literal)
 
 
 def _prefixed(family: str, prefix: str, rest: str, check: _Check = _token,
@@ -863,7 +891,7 @@ _RULES = (
     _prefixed("dockerhub-token", "dckr_pat_", r"(?P<body>[A-Za-z0-9_-]{27,})"),
     _prefixed("groq-key", "gsk_", rf"(?P<body>[A-Za-z0-9]{{52}}){_TAIL}"),
     _rule("jwt", r"""(?P<header>eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,4096})
-                     \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", _jwt),
+                     \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", _jwt, needle="eyJ"),
     _rule("credential-url", r"""://[^\s"'<>`\\()\[\]{}]+""", _credential_url),
     # Headers.  These run over the lower-cased text (offsets are the same):
     # a literal prefix there is found fast where (?i) would try every position.
@@ -896,13 +924,17 @@ _RULES = (
     # Assignments: a name ending found in the lower-cased text, followed by a
     # separator; the check reads the name back and the value forward.
     _rule("credential-assignment", r"""
-        (?: pass(?:word|wd|phrase)? | pwd | secret | token | credentials? | key | authorization )
+        (?: pass(?:word|wd|phrase)? | pwd | secret | token | credentials? | key | authorization
+          | session(?:id)? | passwort | kennwort | contrase[ñn]a | senha | wachtwoord | пароль
+          | mot[ ]de[ ]passe )
         (?= """ + _SEPARATOR + ")", _assignment, folded=True),
     _rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
                                        (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", _prose_password,
           folded=True),
 )
 
+
+_SHORT = 65536
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(rule.family for rule in _RULES))
 """Every family name :func:`scan` can report, most specific first."""
@@ -927,8 +959,12 @@ def scan(text: str) -> list[Finding]:
         raise TypeError(f"scan() needs a str, not {type(text).__qualname__}")
     folded = _fold(text)
     taken: list[Finding] = []
+    short = len(text) <= _SHORT
     for rule in _RULES:
-        spans = [span for match in rule.pattern.finditer(folded if rule.folded else text)
+        source = folded if rule.folded else text
+        if short and rule.needle not in source:
+            continue  # the common case for a short text, and far cheaper than a search
+        spans = [span for match in rule.pattern.finditer(source)
                  for span in rule.check(text, match)]
         if spans:
             taken = _merge(taken, rule.family, sorted(spans))

@@ -701,9 +701,362 @@ TZ=Europe/Rome
 """
 
 
+# Code, configuration, logs and documentation that handle credentials without holding one.
+HANDWRITTEN_MORE = """\
+def get_token(self) -> str:\\n    return self._token
+if (token.type === TokenType.Identifier) { return parseIdentifier(token); }
+for tok in lexer.tokens(): print(tok.kind, tok.value)
+const { data: session } = useSession(); const accessToken = session?.accessToken;
+let apiKey = req.headers['x-api-key'];
+api_key = request.args.get("api_key")
+password = request.form["password"]
+user.set_password(form.cleaned_data["password1"])
+if not check_password(password, user.password_hash): raise AuthError()
+hashed = argon2.hash(password)
+token = secrets.token_urlsafe(32)
+key = Fernet.generate_key()
+private_key = ec.generate_private_key(ec.SECP256R1())
+public_key = private_key.public_key()
+signature = private_key.sign(data, ec.ECDSA(hashes.SHA256()))
+ssh-keygen -lf ~/.ssh/id_ed25519.pub
+fingerprint: SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8
+ECDSA key fingerprint is SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU.
+The authenticity of host 'github.com (140.82.121.4)' can't be established.
+Host key verification failed.
+AWS_REGION=eu-west-1 AWS_PROFILE=staging terraform plan
+kubectl -n prod get secret api-keys -o yaml
+kubectl create secret tls web-tls --cert=tls.crt --key=tls.key
+apiVersion: v1\\nkind: Secret\\nmetadata:\\n  name: db-credentials\\ntype: Opaque\\nstringData:\\n  username: app\\n  password: ${DB_PASSWORD}
+envFrom:\\n  - secretRef:\\n      name: app-secrets-v2
+- name: API_KEY\\n  valueFrom:\\n    secretKeyRef:\\n      name: openai\\n      key: api-key
+volumes:\\n  - name: creds\\n    secret:\\n      secretName: gcp-sa-key-2024
+serviceAccountName: ci-runner
+imagePullSecrets:\\n  - name: regcred
+annotations:\\n  vault.hashicorp.com/agent-inject-secret-db: "database/creds/readonly"
+- uses: aws-actions/configure-aws-credentials@v4\\n  with:\\n    role-to-assume: arn:aws:iam::123456789012:role/gha\\n    aws-region: us-east-1
+env:\\n  NODE_AUTH_TOKEN: ${{ secrets.NPM_TOKEN }}
+- run: echo "${{ secrets.DOCKERHUB_TOKEN }}" | docker login -u acme --password-stdin
+docker login ghcr.io -u $GITHUB_ACTOR --password-stdin <<< "$GITHUB_TOKEN"
+git config --global url."https://${GH_TOKEN}@github.com/".insteadOf "https://github.com/"
+git remote set-url origin https://x-access-token:${GITHUB_TOKEN}@github.com/acme/app.git
+pip install --extra-index-url https://__token__:${PYPI_TOKEN}@pypi.example.com/simple pkg
+npm config set //npm.pkg.github.com/:_authToken '${NODE_AUTH_TOKEN}'
+export OPENAI_API_KEY=$(op read op://dev/openai/credential)
+export AWS_SECRET_ACCESS_KEY="$(aws configure get aws_secret_access_key)"
+read -s -p "Enter token: " TOKEN && export TOKEN
+curl -sS -H "PRIVATE-TOKEN: $GITLAB_TOKEN" "https://gitlab.example.com/api/v4/projects"
+curl -H "Authorization: token $(gh auth token)" https://api.github.com/user
+curl --header "X-Vault-Token: $VAULT_TOKEN" http://127.0.0.1:8200/v1/secret/data/app
+http --auth-type=bearer --auth="$TOKEN" GET example.org
+wget --header="Authorization: Bearer ${API_TOKEN}" https://example.com/file
+Error: 401 Unauthorized: invalid API key provided
+openai.AuthenticationError: Error code: 401 - {'error': {'message': 'Incorrect API key provided: sk-proj-********************************************abcd.'}}
+anthropic.AuthenticationError: invalid x-api-key
+botocore.exceptions.NoCredentialsError: Unable to locate credentials
+ERROR: (gcloud.auth.login) There was a problem refreshing your current auth tokens
+fatal: Authentication failed for 'https://github.com/acme/app.git/'
+remote: Invalid username or password.
+psql: error: connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  password authentication failed for user "app"
+WARN  [2024-05-02 10:11:12] token bucket refilled: 100 tokens
+INFO  session=7f3a2c9e user_id=4312 action=checkout amount=19.99 currency=EUR
+DEBUG request GET /api/v1/users?page=3&per_page=50 200 12ms
+2024-05-02T10:11:12.345Z pid=4821 tid=1 level=warn msg="retrying" attempt=3 backoff=2s
+Job 8a1f2b3c finished: 42 passed, 1 skipped, 0 failed
+Successfully built 3f9d2a1b7c4e
+Digest: sha256:9b2a8f7e6d5c4b3a2918273645546372819abcdefabcdefabcdefabcdefabcd
+Pulling fs layer 4f4fb700ef54
+commit 8f14e45fceea167a5a36dedd4bea2543d5d1a0e3\\nAuthor: Jane Doe <jane@example.com>
+Merge pull request #4312 from acme/feature/token-refresh
+fixup! rotate signing keys (#1234)
+CVE-2024-3094 affects xz 5.6.0 and 5.6.1
+id: 01HZX3K9V7Q2M8N4P6R5S1T0AB
+ULID 01ARZ3NDEKTSV4RRFFQ69G5FAV, KSUID 0ujsswThIGTUYm2K8FjOOfXtY1K
+nanoid V1StGXR8_Z5jdHi6B-myT
+correlation-id: 6f1c2d3e-4a5b-6c7d-8e9f-0a1b2c3d4e5f
+X-Request-Id: req_8d7c6b5a4f3e2d1c
+Idempotency-Key: 3b1f8e2a-9c4d-4e7f-8a1b-2c3d4e5f6a7b
+stripe customer: cus_NffrFeUfNV2Hib, subscription sub_1MowQVLkdIwHu7ixeRlqHVzs
+PaymentIntent pi_3MtwBwLkdIwHu7ix28a3tqPa
+event evt_1NG8Du2eZvKYlo2CUI79vXWy, charge ch_3MmlLrLkdIwHu7ix0snN0B15
+price_1MoBy5LkdIwHu7ixZhnattbh
+acct_1032D82eZvKYlo2C
+whsec is the prefix of Stripe webhook signing secrets
+See https://stripe.com/docs/keys#obtain-api-keys
+Open https://platform.openai.com/api-keys and create a key
+https://console.cloud.google.com/apis/credentials?project=my-project-123
+https://github.com/settings/tokens?type=beta
+https://api.slack.com/apps/A0123456789/oauth
+https://app.posthog.com/project/12345/settings
+https://dashboard.stripe.com/test/apikeys
+https://www.npmjs.com/settings/acme/tokens/granular-access-tokens/new
+https://example.com/verify?email=jane%40example.com&code=839201
+https://example.com/unsubscribe?uid=42&t=1714640000
+https://maps.googleapis.com/maps/api/geocode/json?address=Rome
+https://www.example.com/?utm_source=newsletter&utm_medium=email&utm_campaign=spring_2024
+https://cdn.example.com/assets/app.3f9a1c2b.js
+https://docs.python.org/3/library/secrets.html#secrets.token_hex
+s3://acme-backups/2024/05/02/db.sql.gz
+gs://my-bucket/path/to/object.json
+postgresql+psycopg://app@localhost/app
+mongodb://localhost:27017/test
+amqp://guest@rabbitmq:5672/
+redis://default@redis:6379
+ws://localhost:3000/socket
+file:///home/jane/.config/app/settings.json
+jdbc:postgresql://db.example.com:5432/app?ssl=true
+The JWT has three parts: header.payload.signature, each base64url-encoded.
+A token like eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0 is missing its signature.
+eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9 is just the header
+Bearer tokens must be sent over TLS.
+Use `Authorization: Bearer <token>` for API calls.
+Set the header Authorization: Basic base64(username:password)
+The Basic scheme is defined in RFC 7617.
+"scripts": {"build": "tsc -p .", "test": "vitest run --coverage"}
+"dependencies": {"jsonwebtoken": "^9.0.2", "bcrypt": "^5.1.1", "dotenv": "^16.4.5"}
+[tool.ruff]\\nline-length = 100\\nselect = ["E", "F", "S105", "S106"]
+# noqa: S105 (hardcoded password false positive)
+# nosec B105: this is the name of the setting, not a password
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", ".example.com"]
+CSRF_COOKIE_SECURE = True\\nSESSION_COOKIE_HTTPONLY = True
+AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.Argon2PasswordHasher"]
+JWT_ALGORITHM = "RS256"\\nJWT_EXPIRATION_DELTA = timedelta(hours=1)
+TOKEN_EXPIRY_SECONDS = 3600
+SECRET_KEY_FALLBACKS = []
+SESSION_ENGINE = "django.contrib.sessions.backends.cache"
+type Config struct {\\n    APIKey string `json:"api_key" env:"API_KEY"`\\n}
+APIKey string `yaml:"api_key"`
+Password string `json:"password,omitempty" validate:"required,min=8"`
+#[serde(rename = "apiKey")]\\npub api_key: String,
+@Value("${app.jwt.secret}")\\nprivate String jwtSecret;
+private static final String TOKEN_HEADER = "X-Auth-Token";
+public static final String PASSWORD_PARAM = "password";
+const TOKEN_STORAGE_KEY = 'app.auth.token';
+localStorage.setItem('token', response.data.token);
+sessionStorage.removeItem("accessToken");
+document.cookie = `token=${token}; Secure; SameSite=Strict`;
+res.cookie("refreshToken", refreshToken, { httpOnly: true });
+<input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+<meta name="csrf-token" content="{{ csrf_token }}">
+{% if user.is_authenticated %}Welcome{% endif %}
+query { viewer { login } }
+mutation { createToken(input: {name: "ci"}) { token } }
+SELECT * FROM tokens WHERE expires_at < now();
+INSERT INTO users (email, password_hash) VALUES ($1, $2);
+CREATE INDEX idx_tokens_user ON tokens(user_id);
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO readonly;
+ALTER USER app WITH PASSWORD :'new_password';
+\\\\password app
+ALTER ROLE app PASSWORD NULL;
+mysql> SET PASSWORD FOR 'app'@'%' = PASSWORD(@new);
+redis> AUTH default
+127.0.0.1:6379> CONFIG SET requirepass ""
+requirepass foobared
+masterauth <master-password>
+# requirepass foobared
+vault write auth/approle/login role_id="$ROLE_ID" secret_id="$SECRET_ID"
+vault kv put secret/app api_key=@api_key.txt
+aws secretsmanager get-secret-value --secret-id prod/app --query SecretString --output text
+gcloud secrets versions access latest --secret=db-password
+az keyvault secret show --vault-name kv-prod --name api-key --query value -o tsv
+op item get "Stripe" --fields label=credential
+pass show work/aws | head -1
+gpg --decrypt secrets.env.gpg > .env
+sops -d secrets.enc.yaml
+ansible-playbook site.yml --ask-vault-pass
+terraform output -raw db_password
+helm upgrade app ./chart --set-string secret.name=app-secret
+docker secret create db_password ./db_password.txt
+echo "PASSWORD=" >> .env.example
+cp .env.example .env  # then fill in your keys
+# .env.example\\nOPENAI_API_KEY=\\nANTHROPIC_API_KEY=\\nDATABASE_URL=postgres://user:pass@localhost:5432/db
+DATABASE_URL=postgres://postgres:postgres@localhost:5432/test
+REDIS_URL=redis://localhost:6379
+SENTRY_DSN=https://examplePublicKey@o0.ingest.sentry.io/0
+NEXT_PUBLIC_POSTHOG_HOST=https://eu.posthog.com
+NEXT_PUBLIC_SUPABASE_URL=https://xyzcompany.supabase.co
+VITE_API_BASE_URL=http://localhost:8000
+STRIPE_PUBLISHABLE_KEY=pk_test_51H7xKzLkdIwHu7ixBQ8sL7bqUJmJbTQ5T6mMvZxZ9qS
+ALGOLIA_SEARCH_ONLY_API_KEY is safe to expose in the browser
+GOOGLE_CLOUD_PROJECT=my-project-123456
+AZURE_TENANT_ID=72f988bf-86f1-41af-91ab-2d7cd011db47
+AZURE_CLIENT_ID=04b07795-8ddb-461a-bbee-02f9e1bf7b46
+ARM_SUBSCRIPTION_ID=00000000-0000-0000-0000-000000000000
+TF_VAR_region=eu-west-1
+CI_COMMIT_SHA=8f14e45fceea167a5a36dedd4bea2543d5d1a0e3
+GITHUB_SHA=3f786850e387550fdab836ed7e6dc881de23001b
+GITHUB_RUN_ID=9012345678
+HOME=/home/runner
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
+SHELL=/bin/zsh
+EDITOR=nvim
+SSH_AUTH_SOCK=/tmp/ssh-XXXXabcd/agent.1234
+GPG_TTY=$(tty)
+KUBECONFIG=~/.kube/config:~/.kube/staging
+Password: ••••••••
+Enter passphrase for key '/home/jane/.ssh/id_ed25519':
+[sudo] password for jane:
+Password for 'https://jane@github.com':
+Login succeeded
+Your identification has been saved in /home/jane/.ssh/id_ed25519
+The key's randomart image is:
+mfa_code: 123456
+otp: 492039
+pin: 1234
+verification code 839201 expires in 10 minutes
+Your one-time code is 839201
+invite code: WELCOME2024
+coupon: SPRING25
+promo_code = "SAVE20NOW"
+license: MIT
+license_key_file: /etc/app/license.lic
+product key field is required
+key_id = "2024-05-rotation"
+kid: "a1b2c3"
+x5t: "NjVBRjY5MDlCMUIwNzU4RTA2QzZFMDQ4QzQ2MDAyQjVDNjk1RTM2Qg"
+nonce: "n-0S6_WzA2Mj"
+state=af0ifjsldkj&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM
+code_verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+salt = os.urandom(16)
+iv = b"\\x00" * 16
+checksum: 5d41402abc4b2a76b9719d911017c592
+sha1sum: 2fd4e1c67a2d28fced849ee1bb76e7391b93eb12
+blake3: af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262
+crc32: 414fa339
+git lfs pointer: oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393
+version https://git-lfs.github.com/spec/v1
+integrity sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==
+resolved "https://registry.yarnpkg.com/lodash/-/lodash-4.17.21.tgz#679591c564c3bffaae8454cf0b3df370c3d6911c"
+"packages/app/node_modules/.bin/jest": "../jest/bin/jest.js"
+go.sum: golang.org/x/crypto v0.21.0 h1:X31++rzVUdKhX5sWmSOFZxx8UW/ldWx55cbf08iNAMA=
+github.com/stretchr/testify v1.9.0/go.mod h1:r2ic/lqez/lEtzL7wO/rwa5dbSLXVDPFyf8C91i36aY=
+<PackageReference Include="Newtonsoft.Json" Version="13.0.3" />
+<add key="ClientValidationEnabled" value="true" />
+<add key="webpages:Version" value="3.0.0.0" />
+<add key="CacheDurationSeconds" value="3600" />
+<add key="StorageContainer" value="uploads-2024" />
+<setting name="ApiBaseUrl" serializeAs="String"><value>https://api.example.com</value></setting>
+<key>CFBundleIdentifier</key><string>com.example.app</string>
+<machineKey validationKey="AutoGenerate,IsolateApps" decryptionKey="AutoGenerate,IsolateApps" />
+keystore.password=${KEYSTORE_PASSWORD}
+storePassword System.getenv("STORE_PASSWORD")
+signingConfigs { release { keyAlias 'upload'; keyPassword System.getenv('KEY_PASSWORD') } }
+android:name="com.google.android.geo.API_KEY" android:value="@string/maps_api_key"
+"apiKey": "@string/google_api_key"
+apiKey: import.meta.env.VITE_FIREBASE_API_KEY,
+authDomain: "my-app-12345.firebaseapp.com",
+messagingSenderId: "123456789012",
+appId: "1:123456789012:web:abcdef1234567890",
+measurementId: "G-ABCDEF1234",
+projectId: "my-app-12345",
+storageBucket: "my-app-12345.appspot.com",
+"client_id": "123456789012-abc.apps.googleusercontent.com", "auth_uri": "https://accounts.google.com/o/oauth2/auth"
+"token_uri": "https://oauth2.googleapis.com/token", "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs"
+"type": "service_account", "project_id": "demo-project", "client_email": "ci@demo-project.iam.gserviceaccount.com"
+ssh -i ~/.ssh/deploy_key deploy@10.0.0.12 -p 2222
+scp -P 2222 build.tgz deploy@host:/srv/app/
+rsync -avz -e "ssh -p 2222" ./dist/ deploy@host:/srv/app
+openssl req -new -x509 -key server.key -out server.crt -days 365 -subj "/CN=example.com"
+openssl rand -base64 32
+openssl pkcs12 -in cert.p12 -nodes -passin env:P12_PASSWORD
+openssl enc -aes-256-cbc -pbkdf2 -in secrets.txt -out secrets.enc -pass file:./key.txt
+keytool -importkeystore -srckeystore a.p12 -srcstoretype pkcs12 -deststorepass:env STOREPASS
+htpasswd -c /etc/nginx/.htpasswd admin
+mysqladmin -u root password
+mongosh "mongodb+srv://cluster0.example.mongodb.net/" --apiVersion 1 --username admin
+psql "host=db port=5432 dbname=app user=app sslmode=require"
+redis-cli -h redis -p 6379 --tls
+sqlcmd -S localhost -U sa -P "$SA_PASSWORD" -Q "SELECT 1"
+ldapsearch -x -H ldap://ldap.example.com -b "dc=example,dc=com" -D "cn=admin,dc=example,dc=com" -W
+The token budget is 200k tokens per minute (TPM) and 10k requests per minute.
+GPT-4o costs $2.50 per 1M input tokens.
+Token limit exceeded: 131072 tokens requested, 128000 allowed.
+Each key in the map is a string; each value a list.
+Use a composite key (tenant_id, created_at) for the sort order.
+Press Ctrl+Shift+P, then type "Preferences: Open Keyboard Shortcuts".
+The secret sauce is caching the embeddings.
+My password manager generated a 24-character password for the bank.
+I changed my password yesterday; the old one no longer works.
+Rotate credentials every 90 days; our policy is in docs/security.md.
+The API key for staging lives in the team vault under "staging/openai".
+We never commit .env files; see .gitignore.
+Remember to revoke the GitHub token after the migration.
+Tokens created before 2024-01-01 were revoked.
+password-protected zip files are not accepted
+passwordless login via magic links
+The passphrase dialog appears twice on macOS 14.
+"token" and "key" are reserved words in our DSL.
+"""
+
+
+def code_and_docs() -> list[str]:
+    CODE_AND_DOCS = [
+     "const authKey = 'auth';", "primaryKey: 'id'", "sortKey: \"created_at\"", "const cacheKey = `user:${id}`",
+     "foreignKey: 'userId'", "partitionKey = '/pk'", "hashKey: 'pk'", "rangeKey: 'sk'",
+     "export const STORAGE_KEY = 'app-state-v3';", "const TOKEN_KEY = 'auth_token';", "LOCAL_STORAGE_KEY = \"qmem.settings.2\"",
+     "apiKeyHeader: 'X-API-Key'", "key: 'value'", "keyPrefix: 'sess:'", "KEY_LENGTH = 32", "key_size=2048", "ssh_key_path: ~/.ssh/id_ed25519",
+     "secretKeyRef:\n  name: mysecret\n  key: api-key", "password: ${{ secrets.DB_PASSWORD }}", "token: ${{ github.token }}",
+     "with:\n  token: ${{ secrets.GITHUB_TOKEN }}", "AWS_SECRET_ACCESS_KEY: ${{ secrets.AWS_SECRET_ACCESS_KEY }}",
+     "api_key = os.environ.get('API_KEY', '')", "token = os.environ['TOKEN']", "secret = config['secret']",
+     "password = getpass.getpass()", "password=input('Password: ')", "DB_PASSWORD = env('DB_PASSWORD')",
+     "spring.datasource.password=${DB_PASSWORD}", "password: !!str ${PASS}", "token: !env_var GITHUB_TOKEN",
+     "curl -u \"$CI_USER:$CI_TOKEN\" https://x.example", "curl -u ${USER}:${PASS} https://x.example",
+     "docker run -u 1000:1000 -p 8080:80 nginx", "docker run --user 1000:1000 img", "docker exec -u www-data:www-data app ls",
+     "git push -u origin main", "ps -u root", "sort -u file.txt", "mkdir -p /var/lib/app", "ssh -p 2222 me@host",
+     "docker run -p 5432:5432 postgres", "mysql -u root -p appdb", "pip install -U pip", "tar -xzf a.tgz -C /opt",
+     "npm publish --access public", "kubectl get pods -n kube-system", "helm install x --set image.tag=v1.2.3",
+     "terraform apply -var 'region=eu-west-1'", "--token-file /var/run/secrets/token", "--password-file=/run/pw",
+     "The tokens are refreshed every 3600 seconds.", "Password must be at least 8 characters long and contain 1 digit.",
+     "the key is in the vault", "The API key is stored in AWS Secrets Manager.", "the password is in 1password",
+     "password is required", "the password is 12 characters long", "The secret is to use a bloom filter.",
+     "token is valid for 3600s", "the key is 'id'", "password was reset on 2024-05-01",
+     "SHA256 of the file: " + r(HEX,64), "git rev-parse HEAD => " + r(HEX,40), "uuid: " + "550e8400-e29b-41d4-a716-446655440000",
+     "md5sum: " + r(HEX,32), "docker image id sha256:" + r(HEX,64), "ETag: W/\"" + r(HEX,32) + "\"",
+     "https://github.com/owner/repo/commit/" + r(HEX,40), "https://example.com/download?id=" + r(HEX,32) + "&format=zip",
+     "https://s3.amazonaws.com/bucket/key.txt?versionId=" + r(ALNUM,32), "https://www.google.com/search?q=api+key+rotation",
+     "https://example.com/oauth/authorize?client_id=abc123&redirect_uri=https://x.example/cb&response_type=code",
+     "https://calendar.google.com/calendar/ical/abc%40group.calendar.google.com/public/basic.ics",
+     "data: " + base64.b64encode(RNG.randbytes(120)).decode(), "\"sig\": \"" + r(ALNUM,43) + "\"",
+     "eyJhbGciOiJub25lIn0", "a.eyJ.b", "JWT = header.payload.signature",
+     "sk-learn is not a package name; use scikit-learn", "risk-ant-api03-foo", "task_live_update", "ask_live_question",
+     "disk_test_results_2024_05_01_and_more_text", "hf_transfer enabled", "npm_package_version=1.2.3",
+     "AKIA is the prefix of long-lived AWS access key ids", "The Slack token prefix xoxb- denotes a bot.",
+     "ghp_ tokens expire", "Use the `sk_live_` key only on the server.", "key-value pairs", "monkey-patching",
+     "dapi is the Databricks prefix", "SG. prefixed keys are SendGrid's", "AC account SIDs start with AC",
+     "the private_key_id field", "AccountKey= is followed by the base64 key", "xapp-1-...",
+     "Authorization: Basic", "basic auth is enabled", "Basic dXNlcg==", "use Basic authentication",
+     "Authorization: Digest username=\"Mufasa\", realm=\"x\", nonce=\"dcd98b7102dd2f0e8b11d0f600bfb0c093\"",
+     "Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=" + r(HEX,64),
+     "Authorization: Negotiate", "WWW-Authenticate: Bearer error=\"invalid_token\"",
+     "password123 is a terrible password", "Don't use 'Password1!' anywhere.",
+     "secret_santa_2024", "secrets.token_hex(16)", "my-secret-name", "tokenizer.json", "token.json",
+     "TOKENIZERS_PARALLELISM=false", "MAX_TOKENS=4096", "OPENAI_API_BASE=https://api.openai.com/v1",
+     "ANTHROPIC_BASE_URL=http://localhost:8080", "GITHUB_TOKEN_PATH=/run/secrets/gh", "PASSWORD_MIN=12",
+     "CREDENTIALS_FILE=/etc/creds.json", "key_file: /etc/ssl/private/server.key", "tls.key: /certs/tls.key",
+     "ssl_key = \"/etc/nginx/ssl/key.pem\"", "private_key_path = \"~/.ssh/id_rsa\"", "privateKeyFile: ./keys/dev.pem",
+     "<password>${db.password}</password>", "<apiKey>${env.API_KEY}</apiKey>",
+     "Password=;", "Pwd=;", "User ID=sa;Password=<password>;",
+     "netrc: machine github.com login x-access-token password $GITHUB_TOKEN",
+     "I logged in with my password and it worked.", "login failed: password incorrect",
+     "2024-05-01 12:00:00 user=admin action=login result=ok ip=10.0.0.1",
+     "client_id: 1234567890-abc123def456.apps.googleusercontent.com",
+     "GOOGLE_CLIENT_ID=1234567890-" + r("abcdefghijklmnopqrstuvwxyz0123456789",32) + ".apps.googleusercontent.com",
+     "twilio account sid AC" + r(HEX,32), "Stripe customer cus_" + r(ALNUM,14), "charge ch_" + r(ALNUM,24), "price_" + r(ALNUM,24),
+     "pi_" + r(ALNUM,24) + "_secret_" + r(ALNUM,25),
+     "arn:aws:kms:us-east-1:123456789012:key/" + "1234abcd-12ab-34cd-56ef-1234567890ab",
+     "publishableKey: 'pk_live_" + r(ALNUM,24) + "'", "VITE_SUPABASE_ANON_KEY=sb_publishable_" + r(URLSAFE,31),
+     "font-family: -apple-system, BlinkMacSystemFont", "color: #ff00ff; --token-color: #fff",
+     "--primary-key-color: #123456", "token_count: 1234567", "session_key_ttl = 86400",
+     "keyboard shortcut: Ctrl+K", "private: true", "secret: false", "secret: true", "token: null", "password: ''",
+     "password: \"\"", "api_key: ~", "key: 12345", "access_key_id: AKIAXXXXXXXXXXXXXXXX",
+    ]
+    return CODE_AND_DOCS
+
+
 def negatives() -> list[str]:
-    hand = [line.replace("\\n", "\n") for line in HANDWRITTEN.splitlines() if line.strip()]
-    return hand + placeholders() + generated_negatives()
+    hand = [line.replace("\\n", "\n") for text in (HANDWRITTEN, HANDWRITTEN_MORE)
+            for line in text.splitlines() if line.strip()]
+    return hand + code_and_docs() + placeholders() + generated_negatives()
 
 
 # --- writing ------------------------------------------------------------------------------
