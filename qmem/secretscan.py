@@ -271,7 +271,7 @@ _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "sb_publishable_")
 _CODE_CHAIN = re.compile(r"""(?:\+\+|--|!|~)?(?P<first>[A-Za-z_$#][\w$#]*)
                               (?:(?:\?\.|!\.|\.|->|::)[A-Za-z_$#][\w$#]*)*!?\Z""", re.VERBOSE)
 _DOLLAR_WORD = re.compile(r"\$[A-Za-z]{3}")
-_CAMEL_CASE = re.compile(r"[a-z]*(?:[A-Z][a-z]*|[0-9]+)+\Z")
+_CAMEL_CASE = re.compile(r"[a-z]*(?:[A-Z][a-z]*|[0-9])+\Z")  # one digit a step: no two ways
 _HUMP = re.compile(r"[A-Z][a-z]{2,}")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 
@@ -322,9 +322,14 @@ _LETTER_DIGIT = re.compile(r"[A-Za-z](?=[0-9])|[0-9](?=[A-Za-z])")
 
 
 def _looks_generated(value: str) -> bool:
-    """16 or more letters of both cases, less than half of them in words."""
-    return (len(value) >= 16 and value != value.lower() and value != value.upper()
-            and 2 * sum(len(word) for word in _WORD.findall(value)) < len(value))
+    """16 or more characters whose case changes at every third one or more
+    often, and not mostly capitalised words (CamelCase)."""
+    if len(value) < 16:
+        return False
+    changes = sum(1 for a, b in zip(value, value[1:])
+                  if a.isalpha() and b.isalpha() and a.isupper() != b.isupper())
+    humps = sum(len(hump) for hump in _HUMP.findall(value))
+    return 3 * changes >= len(value) and 4 * humps < 3 * len(value)
 
 
 def _looks_random(value: str) -> bool:
@@ -731,8 +736,8 @@ def _assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     separator = value.group("sep")
     if separator.lower() in ("is", "was") and not _reads_as_prose_value(value):
         return []
-    if separator == ":" and text[value.start("sep") - 1] in " \t":
-        return []  # "a ? b : c", "x : int": not a key and its value
+    if separator == ":" and text[value.start("sep") - 1] in " \t" and text[max(0, start - 64):start].rstrip().endswith("?"):
+        return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
     group = next(g for g in ("dq", "sq", "bq", "bare") if value.group(g) is not None)

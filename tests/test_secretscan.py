@@ -333,6 +333,7 @@ class LinearTimeTests(unittest.TestCase):
         "hooks.slack.com/services/T", "Bearer ", "Bearer Bearer ", "Basic ", "Authorization: ", "auth=",
         "--token ", "-p ", " login -p x", "curl -u a:b ", "login a password ", "machine ", ":AA", "1//0",
         "<password>", 'key="ApiKey" value="', "x" * 40, "0" * 40, "AC" + "0" * 32 + ":",
+        "a ? key : ", "the password is ", "Set-Cookie: session=", "%a%", "${", "a.b.c", "1.2.3.",
     ]
 
     def adversarial_inputs(self, size: int) -> dict[str, str]:
@@ -345,6 +346,16 @@ class LinearTimeTests(unittest.TestCase):
         inputs["long pem body"] = "-----BEGIN PRIVATE KEY-----\n" + "A" * size
         inputs["long name"] = "a" * size + "password=x1y2z3w4"
         return inputs
+
+    def test_value_checks_grow_linearly_with_the_value(self) -> None:
+        # A value's checks run on at most 1024 characters, so a blow-up there
+        # hides from the test above; here the value itself doubles in length.
+        for filler in ["1", "a1", "1a", "Ab", "aB1", "a.", "a?.", "/a", "%a", "$a", "a-", "0x", ":a", "aa "]:
+            for name in ["password=", "token: ", "apiKey = '", "secret=", "sk-", "curl -u a:", "--token "]:
+                with self.subTest(name=name, filler=filler):
+                    texts = [name + "a" + filler * n + "!x" for n in (8, 16)]
+                    short, long = (self.median_seconds(text, 200) for text in texts)
+                    self.assertLessEqual(long / short, 4.0)
 
     def median_seconds(self, text: str, repeat: int) -> float:
         """The median over RUNS runs of the time *repeat* scans of *text* take."""

@@ -322,6 +322,16 @@ def contextual_positives() -> list[tuple[str, str, str]]:
         ("Authorization: {v}", lambda: r(HEX, 40)), ("api-key: {v}", lambda: r(ALNUM, 32)),
         ("let subscriptionKey = \"{v}\"", lambda: r(HEX, 32)), ('appKey: "{v}"', lambda: r(ALNUM, 24)),
         ("API_KEY: str = \"{v}\"", lambda: r(ALNUM, 32)), ("password: String = \"{v}\"", password),
+        ("the admin password is: {v}", password), ("ssh root@10.0.0.4 with password {v}", lambda: r(ALNUM, 10) + "9"),
+        ("The staging password is {v}", lambda: "Hx" + r(ALNUM, 8) + "7!"), ("username: admin password: {v}", password),
+        ("Passwort: {v}", password), ("contraseña: {v}", password), ("mot de passe : {v}", password),
+        ("Set-Cookie: sessionid={v}; HttpOnly; Secure", lambda: r(ALNUM, 32)),
+        ("Cookie: theme=dark; session={v}", lambda: r(HEX, 40)),
+        ('<add key="ApiKey" value="{v}" />', lambda: r(ALNUM, 32)),
+        ('<add key="SmtpPassword" value="{v}" />', password),
+        ("wallet private key: 0x{v}", lambda: r(HEX, 64)), ("DB_PASS={v}", password),
+        ('jwt_secret = "{v}"', lambda: r(string.ascii_letters, 32)), ("set PASSWORD={v}", password),
+        ("api.key={v}", lambda: r(ALNUM, 32)), ("SMTP_PASS: {v}", password),
     ]
     for template, make in cases:
         value = make()
