@@ -110,13 +110,18 @@ the whole token):
                           [the value]
 ``netrc-password``        ``machine|login <word> password <value>`` [the value]
 ``credential-assignment`` ``name = value``, ``name: value``, ``"name": "value"``,
-                          ``--name=value``, ``<name>value</…>``, ``name: Type =
-                          value`` … where the name ends in ``password``,
-                          ``passwd``, ``passphrase``, ``secret``, ``token``,
-                          ``credential(s)``, ``authorization`` or ``key`` (any
-                          case or separator, so ``AWS_SECRET_ACCESS_KEY``,
-                          ``clientSecret`` and ``authKey`` count), or is ``Pwd``
-                          in a ``;``-separated connection string [the value]
+                          ``--name=value``, ``<name>value</name>``, ``name: Type =
+                          value``, ``<add key="name" value="…"/>``, ``the name
+                          is: value`` … where the name ends in ``password``,
+                          ``passwd``, ``passphrase``, ``pass``, ``secret``,
+                          ``token``, ``credential(s)``, ``authorization``,
+                          ``key`` or ``session(id)`` (any case or separator, so
+                          ``AWS_SECRET_ACCESS_KEY``, ``clientSecret``,
+                          ``authKey`` and ``private key`` count; ``Passwort``,
+                          ``contraseña``, ``mot de passe`` … too), or is ``Pwd``
+                          in a ``;``-separated connection string; and
+                          ``password <value>`` in prose when the value mixes
+                          letters and digits [the value]
 
 A token must not follow a letter, digit or underscore, and a fixed-length one
 must not run on past its end either, so ``ghp_`` inside a longer identifier is
@@ -127,35 +132,46 @@ Placeholders (one rule, for every family).  A value is a placeholder, and not
 a finding, when it -- or, for a token, the part after its prefix:
 
 * is made only of ``x``, ``X``, ``*``, ``.`` and ``0`` (with ``-``, ``_`` or ``/``
-  between runs), or repeats one character (``ghp_xxxx…``, ``AKIA0000…``,
-  ``********``);
-* starts with ``$``, ``%``, ``<``, ``{`` or ``[`` (``${TOKEN}``, ``{{ secret }}``,
-  ``%API_KEY%``, ``<token>``) or with ``your``;
+  between runs), ends in 8 or more of them, or repeats one character
+  (``ghp_xxxx…``, ``AKIA0000…``, ``sk_live_51Hab00000000``, ``********``);
+* starts with ``$``, ``%``, ``<``, ``{`` or ``[``, or with ``your``; or holds
+  a template anywhere: ``<…>``, ``${``, ``{{``, ``%NAME%``, ``%s``
+  (``${TOKEN}``, ``sk_live_{{ key }}``, ``%API_KEY%``, ``ghp_<token>``);
 * contains ``...``, ``…``, ``***``, ``xxxx``, ``redacted``, ``placeholder``,
   ``changeme`` or ``replace_me``, or is followed by ``...`` or ``…`` (a
   truncated example: ``sk-ant-api03-...``, ``sk_live_...``);
-* equals a word such as ``password`` or ``token``.
+* equals a word such as ``password``, ``token``, ``example``, ``changeit`` or
+  ``foo``.
 
 Generic values.  A value of an assignment, a URL query parameter, a header or
 an option counts only when it reads as a credential rather than as a word, a
 reference or a placeholder:
 
 * it has at least 6 characters and no whitespace (an unquoted value ends at
-  whitespace, a quote or one of ``, ; & = : ( ) [ ] { } < >``; a final ``.``
-  is taken to end the sentence);
-* it contains a digit or a symbol other than ``_ . -`` -- words and
+  whitespace, a quote, a backslash or one of ``, ; & = ( ) [ ] { } < >``, keeps
+  a final ``=`` or ``==`` of base64 padding, and a final ``.`` or ``:`` is taken
+  to end the sentence);
+* it contains a digit or a symbol other than ``_ . -``, or is a run of
+  letters whose case changes at least every third character -- words and
   identifiers (``required``, ``db_password``, ``os.environ``) are how prose
   and code *mention* a secret, while real ones almost always mix in digits or
   symbols;
-* it is not code that fetches the secret: not followed by ``(`` or ``[``, and,
-  unquoted, not a dotted name (``process.env.API_KEY_V2``,
-  ``config.db.password2``);
-* it is not a URL, an absolute or home-relative path in lower case, or a YAML
-  tag (``!vault``);
-* for a name ending in ``secret`` or ``credential(s)``: it is not a lower-case
-  name such as ``postgres-secret-1`` (Kubernetes, Helm and CI configuration
-  name a stored secret that way);
-* for a name ending in ``key`` other than ``api_key``, ``secret_key``,
+* it is not code that reads the secret: not followed by ``(``, ``[``, ``{`` or
+  ``<`` (a call, a subscript, a template), not a call ``f(x)``, and, unquoted,
+  not an identifier chain (``process.env.API_KEY_V2``, ``options?.apiKey``,
+  ``Schema$inbound``), a constant's name (``DB_PASSWORD_V2``) or a CamelCase
+  name (``SignatureV4SignWithCredentials``);
+* it is not a URL, a path (``/run/secrets/db``, ``~/.ssh/id_rsa``), a version
+  (``^9.0.2``), a colour (``#ffffff``), a file reference (``@api_key.txt``), a
+  regular expression (``/^sk-…/``), a YAML tag (``!vault``) or a key that its
+  vendor publishes (``pk_live_…``, ``sb_publishable_…``);
+* it is not a lower-case name such as ``postgres-secret-1`` or
+  ``x-aws-ec2-metadata-token`` (Kubernetes, Helm and CI configuration name a
+  stored secret that way); for a password, only a name of two or more words;
+* after ``is`` (``the password is …``, no colon): it mixes three kinds of
+  character or looks random, so ``the token is base64url`` is prose;
+* for a name ending in ``credential``, ``session(id)`` or ``key`` other than
+  ``api_key``, ``secret_key``,
   ``private_key``, ``access_key``, ``account_key``, ``master_key``,
   ``signing_key``, ``encryption_key``, ``auth_key``, ``hmac_key`` and
   ``subscription_key``: it looks random -- 16 or more characters, letters and
@@ -171,7 +187,8 @@ So ``password=hunter22`` is a finding, while ``password: required``,
 ``password = os.environ["PW"]``, ``token=${TOKEN}``, ``api_key=<redacted>``
 and ``password=letmein`` are not.  A password in a URL's userinfo, after
 ``curl -u user:`` or ``password`` in a ``.netrc`` line is strong evidence on
-its own: it needs only 3 characters and not to be a placeholder.
+its own: it needs only 3 characters, not to be a placeholder and not to repeat
+the user name (``postgres://postgres:postgres@…`` is a default, not a secret).
 
 AWS documentation keys.  ``AKIAIOSFODNN7EXAMPLE`` and
 ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` *are* findings (the latter when
@@ -418,13 +435,11 @@ def _is_word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-def _group_span(name: str) -> _Check:
-    """A check that reports one group, the ``body``, if it is not a placeholder."""
-    def check(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
-        if _truncated(text, match.end()) or _is_placeholder(match.group("body")):
-            return []
-        return [match.span(name)]
-    return check
+def _body(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A token in its setting (``AccountKey=…``): only the ``body`` is reported."""
+    if _truncated(text, match.end()) or _is_placeholder(match.group("body")):
+        return []
+    return [match.span("body")]
 
 
 # --- private keys -----------------------------------------------------------
@@ -736,7 +751,8 @@ def _assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     separator = value.group("sep")
     if separator.lower() in ("is", "was") and not _reads_as_prose_value(value):
         return []
-    if separator == ":" and text[value.start("sep") - 1] in " \t" and text[max(0, start - 64):start].rstrip().endswith("?"):
+    if (separator == ":" and text[value.start("sep") - 1] in " \t"
+            and text[max(0, start - 64):start].rstrip().endswith("?")):
         return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
@@ -854,21 +870,21 @@ _RULES = (
               before="A-Za-z0-9_.-"),
     _prefixed("twilio-key", "SK", rf"(?P<body>[0-9a-f]{{32}}){_TAIL}"),
     _prefixed("twilio-key", "AC", r"""[0-9a-f]{32} ["']? [ \t]* [,:] [ \t]* ["']?
-                                      (?P<body>[0-9a-f]{32})(?![A-Za-z0-9_])""", _group_span("body")),
+                                      (?P<body>[0-9a-f]{32})(?![A-Za-z0-9_])""", _body),
     _rule("discord-token", rf"""(?P<head>[MNO](?<![A-Za-z0-9_.-].)[A-Za-z0-9_-]{{23,26}})
                                 \.(?P<body>[A-Za-z0-9_-]{{6}}\.[A-Za-z0-9_-]{{27,40}}){_TAIL_DASH}""",
           _discord),
-    _prefixed("azure-key", "AccountKey=", r"(?P<body>[A-Za-z0-9+/]{80,}={0,2})", _group_span("body"),
+    _prefixed("azure-key", "AccountKey=", r"(?P<body>[A-Za-z0-9+/]{80,}={0,2})", _body,
               before="A-Za-z0-9_"),
     _prefixed("azure-key", "SharedAccessKey=", r"(?P<body>[A-Za-z0-9+/]{40,}={0,2})",
-              _group_span("body")),
+              _body),
     _prefixed("digitalocean-token", "do", rf"[por]_v1_(?P<body>[a-f0-9]{{64}}){_TAIL}"),
     _prefixed("shopify-token", "shp", rf"(?:at|ss|ca|pa)_(?P<body>[a-fA-F0-9]{{32}}){_TAIL}"),
     _prefixed("databricks-token", "dapi", rf"(?P<body>[a-f0-9]{{32}})(?:-[0-9]{{1,2}})?{_TAIL}"),
     _rule("telegram-bot-token", rf":AA(?P<body>[A-Za-z0-9_-]{{33}}){_TAIL_DASH}", _telegram),
     _prefixed("mailgun-key", "key-", rf"(?P<body>[0-9a-f]{{32}}){_TAIL}", before="A-Za-z0-9_-"),
     _rule("service-account-key", r"""private_key_id\\?"[ \t]*:[ \t]*\\?"(?P<body>[0-9a-f]{40})\\?" """,
-          _group_span("body")),
+          _body),
     _prefixed("heroku-key", "HRKU-", r"(?P<body>[A-Za-z0-9_-]{40,})"),
     _prefixed("atlassian-token", "AT", r"(?:AT|CT)T3(?P<body>[A-Za-z0-9_=-]{50,})"),
     _prefixed("atlassian-token", "ATBB", rf"(?P<body>[A-Za-z0-9]{{32}}){_TAIL}"),
