@@ -22,25 +22,35 @@ Bridge → shim: ``{"event": "ready"}`` first; answers ``{"id", "result"}`` or `
 
 The context answer is a patch, ``{"drop": [indices], "append": message | null}``: the shim
 applies it to its own copy of the messages, so the array crosses the pipe only once.
-Requests run concurrently on worker threads; stdin EOF or ``shutdown`` ends the process.
+The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
+``memory_search`` is offered (recall configured and on, host identified), which the shim
+registers only then.  Requests run concurrently on worker threads; stdin EOF or
+``shutdown`` ends the process.
+
+On a Python older than 3.10 the bridge never reports ready: it prints one line on stderr,
+``qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)``, and exits 1; the shim shows that
+line as its one warning.
 """
 
-from __future__ import annotations
+from .pythonversion import require_supported_python
 
-import itertools
-import json
-import os
-import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, BinaryIO
+require_supported_python(" (set QMEM_PYTHON)")
 
-from . import __version__
-from .diagnostics import Warnings
-from .errors import QmemError
-from .plugin import PluginSession
-from .recall import recall_patch
+import itertools  # noqa: E402  (after the version check: one line on an old Python, no traceback)
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, BinaryIO  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .diagnostics import Warnings  # noqa: E402
+from .errors import QmemError  # noqa: E402
+from .jsonlines import encode_line  # noqa: E402
+from .plugin import PluginSession  # noqa: E402
+from .recall import recall_patch  # noqa: E402
 
 __all__ = ["Bridge", "identify_host", "main"]
 
@@ -125,7 +135,7 @@ class Bridge:
     # -- output
 
     def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        data = encode_line(message)
         with self._write_lock:
             try:
                 self._out.write(data)
@@ -223,7 +233,7 @@ class Bridge:
         if method == "session_start":
             session = self._session(params)
             session.session_start()
-            return {"host": session.host}
+            return {"host": session.host, "recall": session.recall_offered()}
         session = self._session()
         if method == "tool":
             args = params.get("args") if isinstance(params.get("args"), dict) else {}

@@ -11,8 +11,9 @@ Promises:
   ``/qmem:config`` (quick mode: ``url``, ``apikey`` — for this process only — ``test``, ``show``).
 * **No automatic recall**: Hermes stores the context its ``pre_llm_call`` hook returns in its
   session database and sends it again on later turns, which would break the promise that
-  recalled memory is never persisted.  So no hook is registered; ``memory_search`` stays
-  available as a tool when ``QMEM_HOST=pi|prime`` names whose curated memories to use.
+  recalled memory is never persisted.  So no hook is registered; ``memory_search`` is
+  registered as a tool only where it can work: recall configured and on in the config, and
+  ``QMEM_HOST=pi|prime`` naming whose curated memories to use (read once, at registration).
 * Imports only host-neutral modules (nothing of the pi adapter), relatively, because Hermes
   imports this folder as ``hermes_plugins.qmem``.
 """
@@ -27,7 +28,7 @@ from typing import Any
 
 from .diagnostics import Warnings
 from .errors import QmemError
-from .plugin import COMMANDS, TOOLS, PluginSession
+from .plugin import COMMANDS, PluginSession
 
 __all__ = ["register", "TOOLSET"]
 
@@ -78,10 +79,10 @@ def _command_handler(name: str) -> Any:
 
 def register(ctx: Any) -> None:
     """Hermes' entry point: register the qmem tools and commands on ``ctx``."""
-    for tool in TOOLS:
+    for tool in _current_session().offered_tools():
         schema = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
         ctx.register_tool(tool.name, TOOLSET, schema, _tool_handler(tool.name), description=tool.description)
     for name, description in COMMANDS.items():
         hint = "[url <URL> | apikey <KEY> | test | show]" if name == "qmem:config" else \
-            "status | import | find <words> | queue | flush | enrich [--all] | pull | breaker [reset]"
+            "status | import | find <words> | queue | flush | enrich [--all] | pull | breaker [reset] | doctor"
         ctx.register_command(name, _command_handler(name), description=description, args_hint=hint)

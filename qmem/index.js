@@ -5,7 +5,11 @@
 // and cancellation as JSON lines on the child's stdio (protocol: qmem/bridge.py).
 //
 // Promises kept here:
-// - loading never throws: without Python the host works as before, with one warning;
+// - loading never throws: without Python the host works as before, with one warning; a Python
+//   older than 3.10 makes the bridge print "qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)"
+//   and exit, and that line is the one warning;
+// - memory_search (needsRecall in tools.json) is registered only once the bridge's session_start
+//   answer says recall is on for this host, and deactivated if a later session says it is off;
 // - the child never keeps the host alive: it is unref'd whenever no request is in flight,
 //   and ended on session_shutdown; a bridge that crashes or hangs is dropped (pending calls
 //   fail, hooks leave the context unchanged) and a new one starts at the next session_start;
@@ -23,6 +27,8 @@ const HOOK_TIMEOUT_MS = Number(process.env.QMEM_HOOK_TIMEOUT_MS) > 0 ? Number(pr
 const COMMAND_TIMEOUT_MS = 600_000; // commands may wait for the user in a dialog
 const SHUTDOWN_TIMEOUT_MS = 2_000;
 const BRIDGE_STOPPED = "qmem: the memory bridge stopped; the agent continues without memory until the next session.";
+const PYTHON_TOO_OLD = /^qmem needs Python [^\n]*/m; // the bridge's one line on an old interpreter
+const STDERR_KEPT = 4096; // what is kept of the bridge's stderr, to find that line
 
 function realDir() {
   try {
@@ -75,12 +81,18 @@ class Bridge {
     }
     this.child = child;
     this.stopping = false;
+    child.stderrHead = "";
     child.on("error", () => this.died(child));
-    child.on("exit", () => this.died(child));
+    // "close", not "exit": by then stderr has been read, so the interpreter's one line is known.
+    child.on("close", () => this.died(child));
     child.stdin.on("error", () => this.died(child));
     child.stdout.setEncoding("utf8");
     child.stdout.on("data", (chunk) => this.receive(chunk));
-    child.stderr.on("data", () => {}); // drained so the pipe never fills; warnings arrive as protocol events
+    child.stderr.setEncoding("utf8");
+    // Drained so the pipe never fills (warnings arrive as protocol events); the start is kept.
+    child.stderr.on("data", (chunk) => {
+      if (child.stderrHead.length < STDERR_KEPT) child.stderrHead += chunk.slice(0, STDERR_KEPT);
+    });
     this.setRef(false);
   }
 
@@ -104,7 +116,8 @@ class Bridge {
     this.pending.clear();
     if (!expected && !this.warnedDead) {
       this.warnedDead = true;
-      this.report(BRIDGE_STOPPED, "warning");
+      const tooOld = which && PYTHON_TOO_OLD.exec(which.stderrHead || "");
+      this.report(tooOld ? tooOld[0] : BRIDGE_STOPPED, "warning");
     }
   }
 
@@ -229,6 +242,7 @@ function header(ctx) {
 
 export default function qmem(pi) {
   const definitions = loadDefinitions();
+  const tools = definitions.tools || [];
   let lastCtx = null;
   const report = (message, level) => {
     if (lastCtx && lastCtx.hasUI) lastCtx.ui.notify(message, level);
@@ -240,26 +254,67 @@ export default function qmem(pi) {
     if (!bridge.alive) bridge.start();
   };
 
+  // Tools that need recall (memory_search) are offered only where the bridge says recall is on.
+  const registered = new Set();
+  const registerTool = (tool) => {
+    pi.registerTool({
+      name: tool.name,
+      label: tool.label,
+      description: tool.description,
+      promptSnippet: tool.promptSnippet,
+      promptGuidelines: tool.promptGuidelines,
+      parameters: tool.parameters,
+      async execute(_toolCallId, params, signal, _onUpdate, ctx) {
+        ensure(ctx);
+        return await bridge.request("tool", { name: tool.name, args: params || {} }, { timeoutMs: TOOL_TIMEOUT_MS, signal });
+      },
+    });
+    registered.add(tool.name);
+  };
+  const offerRecallTools = (answer) => {
+    const on = !!(answer && answer.recall === true);
+    for (const tool of tools.filter((t) => t.needsRecall)) {
+      try {
+        if (on && !registered.has(tool.name)) {
+          registerTool(tool); // active at once: pi activates a newly registered tool
+        } else if (registered.has(tool.name)) {
+          const active = pi.getActiveTools();
+          if (on && !active.includes(tool.name)) pi.setActiveTools([...active, tool.name]);
+          if (!on && active.includes(tool.name)) pi.setActiveTools(active.filter((name) => name !== tool.name));
+        }
+      } catch {
+        // a host without late registration keeps the tools it has
+      }
+    }
+  };
+  // The session_start answer, awaited by the first prompt's hook (never rejects).
+  let sessionReady = Promise.resolve(null);
+
   pi.on("session_start", async (_event, ctx) => {
     lastCtx = ctx;
     bridge.warnedDead = false;
     bridge.start();
     const h = header(ctx);
     // Not awaited: the background flush must never delay the session's start.
-    bridge
+    sessionReady = bridge
       .request("session_start", {
         cwd: ctx.cwd,
         extensionDir: HERE,
         extensionRealDir: realDir(),
         header: h ? { rlmDepth: h.rlmDepth ?? null } : null,
       }, { timeoutMs: HOOK_TIMEOUT_MS })
-      .catch(() => {});
+      .then((answer) => {
+        offerRecallTools(answer);
+        return answer;
+      })
+      .catch(() => null);
   });
 
   pi.on("resources_discover", async () => ({ skillPaths: [join(HERE, "skills")] }));
 
   pi.on("before_agent_start", async (event, ctx) => {
     ensure(ctx);
+    await sessionReady; // so that memory_search is offered from the first prompt when recall is on
     let activeTools = null;
     try {
       activeTools = pi.getActiveTools();
@@ -299,19 +354,8 @@ export default function qmem(pi) {
     await bridge.stop();
   });
 
-  for (const tool of definitions.tools || []) {
-    pi.registerTool({
-      name: tool.name,
-      label: tool.label,
-      description: tool.description,
-      promptSnippet: tool.promptSnippet,
-      promptGuidelines: tool.promptGuidelines,
-      parameters: tool.parameters,
-      async execute(_toolCallId, params, signal, _onUpdate, ctx) {
-        ensure(ctx);
-        return await bridge.request("tool", { name: tool.name, args: params || {} }, { timeoutMs: TOOL_TIMEOUT_MS, signal });
-      },
-    });
+  for (const tool of tools) {
+    if (!tool.needsRecall) registerTool(tool);
   }
 
   for (const command of definitions.commands || []) {

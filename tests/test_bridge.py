@@ -10,7 +10,7 @@ import unittest
 from qmem.bridge import identify_host
 from qmem.recall import RECALL_CUSTOM_TYPE
 
-from .fakes import Fault
+from .fakes import Fault, refused_url
 from .support import REPO, GatewayTestCase
 
 
@@ -84,8 +84,21 @@ class BridgeTests(GatewayTestCase):
         self.assertEqual(bridge.next()["event"], "ready")
         bridge.send({"id": 0, "method": "session_start", "params": {
             "cwd": str(self.home), "extensionDir": str(self.home / ".pi" / "agent" / "extensions" / "qmem")}})
-        self.assertEqual(bridge.answer(0)["result"], {"host": "pi"})
+        self.assertEqual(bridge.answer(0)["result"], {"host": "pi", "recall": False})
         return bridge
+
+    def test_session_start_says_whether_recall_is_offered(self):
+        self.configure(recall={"qdrantUrl": refused_url(), "embeddingsUrl": refused_url("/v1")})
+        for directory, expected in ((".pi/agent/extensions/qmem", {"host": "pi", "recall": True}),
+                                    ("elsewhere/qmem", {"host": None, "recall": False})):
+            with self.subTest(directory=directory):
+                bridge = BridgeProcess(self.env, str(self.home))
+                bridge.other = []
+                self.addCleanup(bridge.close)
+                self.assertEqual(bridge.next()["event"], "ready")
+                bridge.send({"id": 0, "method": "session_start", "params": {
+                    "cwd": str(self.home), "extensionDir": str(self.home / directory)}})
+                self.assertEqual(bridge.answer(0)["result"], expected)
 
     def test_tools_hooks_and_errors(self):
         bridge = self.start()

@@ -5,6 +5,7 @@ import inspect
 import json
 import shutil
 import subprocess
+import sys
 import textwrap
 from unittest import mock
 
@@ -34,11 +35,24 @@ class DocumentedContext:
 
 
 class ContractTests(GatewayTestCase):
-    def test_register_against_the_documented_context(self):
+    def register(self, env):
         ctx = DocumentedContext()
-        qmem.register(ctx)
-        self.assertEqual(set(ctx.tools), {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
-                                          "memory_search"})
+        self.addCleanup(self.forget_session)
+        with mock.patch.dict("os.environ", env, clear=True):
+            hermes._session = None
+            qmem.register(ctx)
+        return ctx
+
+    def test_memory_search_is_registered_only_where_recall_is_on(self):
+        gateway_tools = {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get"}
+        self.assertEqual(set(self.register(dict(self.env, QMEM_HOST="pi")).tools), gateway_tools)
+        self.configure(recall={"qdrantUrl": "http://127.0.0.1:9", "embeddingsUrl": "http://127.0.0.1:9"})
+        self.assertEqual(set(self.register(self.env).tools), gateway_tools)  # no host identity
+        self.assertEqual(set(self.register(dict(self.env, QMEM_HOST="pi")).tools), gateway_tools | {"memory_search"})
+
+    def test_register_against_the_documented_context(self):
+        ctx = self.register(self.env)
+        self.assertEqual(set(ctx.tools), {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get"})
         self.assertEqual(ctx.hooks, [])  # no automatic recall on Hermes: its pre_llm_call context is persisted
         for entry in ctx.tools.values():
             self.assertEqual(entry["toolset"], "qmem")
@@ -48,11 +62,10 @@ class ContractTests(GatewayTestCase):
         self.assertEqual(set(ctx.commands), {"qmem:local", "qmem:config"})
 
     def test_handlers_return_json_strings(self):
-        ctx = DocumentedContext()
-        qmem.register(ctx)
+        self.configure(recall={"qdrantUrl": "http://127.0.0.1:9", "embeddingsUrl": "http://127.0.0.1:9"})
+        ctx = self.register(dict(self.env, QMEM_HOST="pi"))
         store = ctx.tools["qmem_store"]["handler"]
-        hermes._session = None  # a fresh "process" for this test's HOME
-        self.addCleanup(self.forget_session)
+        hermes._session = None  # a fresh "process" for this test's HOME, without a host identity
         with mock.patch.dict("os.environ", self.env, clear=True):
             answer = store({"text": "via hermes", "project_id": "p"}, task_id="t", session_id="s", user_task="u")
             failure = store({"text": "no project"}, task_id="t")
@@ -134,14 +147,29 @@ class HermesLoaderTests(GatewayTestCase):
                          (True, "standalone", None))
         self.assertEqual(out["info"]["hooks"], 0)
         self.assertEqual(out["module"], "hermes_plugins.qmem")
-        self.assertEqual(out["definitions"], ["memory_search", "qmem_correct", "qmem_get", "qmem_meta",
-                                              "qmem_search", "qmem_store"])
+        self.assertEqual(out["definitions"], ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
         self.assertEqual(out["toolset"], out["definitions"])
         self.assertTrue(json.loads(out["store"])["details"]["shared"])
         self.assertEqual(self.gateway.count_by_text(), {"stored through hermes": 1})
         self.assertEqual(json.loads(out["search"])["details"]["results"][0]["text"], "stored through hermes")
         self.assertIn("stored through hermes", out["command"])
         self.assertEqual(out["pi_adapter_loaded"], [])
+
+    def test_installed_and_enabled_by_the_cli(self):
+        hermes_home = self.home / "hermes"
+        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "hermes"], capture_output=True,
+                                   text=True, env=env, cwd=self.home, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        script = self.home / "loader.py"
+        script.write_text(LOADER)
+        env.pop("PYTHONPATH")
+        proc = subprocess.run([str(self.python), str(script)], capture_output=True, text=True, env=env,
+                              cwd=self.home, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertEqual((out["info"]["enabled"], out["info"]["error"]), (True, None))  # a link, loaded as is
+        self.assertTrue(json.loads(out["store"])["details"]["shared"])
 
     def test_the_pinned_version_is_the_one_tested(self):
         proc = subprocess.run([str(self.python), "-c", "import importlib.metadata as m; "

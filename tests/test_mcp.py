@@ -67,7 +67,9 @@ class RawProtocolTests(GatewayTestCase):
         self.assertEqual(answers[-1]["result"], {})
 
     def test_tools_list_annotations_and_features_by_version(self):
-        answers, _ = self.exchange(self.initialize(), self.request(1, "tools/list"))
+        self.configure_recall()
+        answers, _ = self.exchange(self.initialize(), self.request(1, "tools/list"),
+                                   env=dict(self.env, QMEM_HOST="pi"))
         tools = {tool["name"]: tool for tool in answers[1]["result"]["tools"]}
         self.assertEqual(set(tools), {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
                                       "memory_search"})
@@ -82,6 +84,66 @@ class RawProtocolTests(GatewayTestCase):
         self.assertNotIn("annotations", old[1]["result"]["tools"][0])
         self.assertNotIn("title", old[1]["result"]["tools"][0])
         self.assertNotIn("structuredContent", old[2]["result"])
+
+    def configure_recall(self):
+        self.configure(recall={"qdrantUrl": refused_url(), "embeddingsUrl": refused_url("/v1")})
+
+    def test_memory_search_is_listed_only_where_recall_is_on_for_a_host(self):
+        def listed(env):
+            answers, _ = self.exchange(self.initialize(), self.request(1, "tools/list"), env=env)
+            return {tool["name"] for tool in answers[1]["result"]["tools"]}
+
+        self.assertNotIn("memory_search", listed(dict(self.env, QMEM_HOST="pi")))  # recall not configured
+        self.configure_recall()
+        self.assertNotIn("memory_search", listed(self.env))  # no host identity
+        self.assertNotIn("memory_search", listed(dict(self.env, QMEM_HOST="hermes")))
+        self.assertIn("memory_search", listed(dict(self.env, QMEM_HOST="prime")))
+        self.configure(recall={"qdrantUrl": refused_url(), "embeddingsUrl": refused_url("/v1"), "enabled": False})
+        self.assertNotIn("memory_search", listed(dict(self.env, QMEM_HOST="pi")))
+
+    def test_instructions_are_the_rules_block_with_the_machine(self):
+        from qmem.plugin import machine_identity
+
+        (self.home / "shop" / ".git").mkdir(parents=True)
+        proc = subprocess.run([sys.executable, "-m", "qmem.mcp"], input=json.dumps(self.initialize()) + "\n",
+                              capture_output=True, text=True, env=self.env, cwd=self.home / "shop", timeout=60)
+        instructions = json.loads(proc.stdout)["result"]["instructions"]
+        hostname, os_name = machine_identity()
+        for fragment in ("## qmem rules", 'use "shop"', "qmem_correct", "0.60", "untrusted", "Machine identification",
+                         f"Current machine: {hostname} ({os_name})"):
+            self.assertIn(fragment, instructions)
+
+    def test_bad_unicode_in_arguments_is_a_tool_error_and_the_answer_is_always_written(self):
+        lines = [json.dumps(self.initialize()),
+                 '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"qmem_search",'
+                 '"arguments":{"query":"bad \\udcff here"}}}',
+                 '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"qmem_store",'
+                 '"arguments":{"text":"fine","project_id":"p\\ud800"}}}',
+                 '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"qmem_\\ud800",'
+                 '"arguments":{}}}',
+                 '{"jsonrpc":"2.0","id":"\\udc80","method":"ping"}']
+        answers, stderr = self.exchange(*lines)
+        by_id = {answer.get("id"): answer for answer in answers}
+        for request_id, argument in ((1, "query"), (2, "project_id")):
+            result = by_id[request_id]["result"]
+            self.assertTrue(result["isError"])
+            self.assertIn(f"{argument} is not valid Unicode text", result["content"][0]["text"])
+        self.assertEqual(by_id[3]["error"]["code"], -32602)  # an unknown tool, named with U+FFFD
+        self.assertIn("\ufffd", by_id[3]["error"]["message"])
+        self.assertEqual(by_id["\ufffd"]["result"], {})  # the answer's id could not be echoed exactly
+        self.assertNotIn("internal error", stderr)
+        self.assertEqual(self.gateway.count_by_text(), {})
+
+    def test_version_and_arguments(self):
+        from qmem import __version__
+
+        version = subprocess.run([sys.executable, "-m", "qmem.mcp", "--version"], capture_output=True, text=True,
+                                 env=self.env, timeout=60)
+        self.assertEqual((version.returncode, version.stdout), (0, f"qmem-mcp {__version__}\n"))
+        bad = subprocess.run([sys.executable, "-m", "qmem.mcp", "--frobnicate"], capture_output=True, text=True,
+                             env=self.env, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("unexpected arguments", bad.stderr)
 
     def test_tool_calls_and_tool_errors(self):
         answers, _ = self.exchange(
@@ -184,15 +246,15 @@ class SdkClientTests(GatewayTestCase):
     def test_initialize_list_store_and_search(self):
         out = self.client(self.gateway.url)
         self.assertEqual((out["version"], out["server"]), ("2025-11-25", "qmem"))
-        self.assertEqual(out["tools"], ["memory_search", "qmem_correct", "qmem_get", "qmem_meta", "qmem_search",
-                                        "qmem_store"])
-        self.assertEqual(out["read_only"], ["memory_search", "qmem_get", "qmem_meta", "qmem_search"])
+        # No recall in this configuration: memory_search is not offered.
+        self.assertEqual(out["tools"], ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
+        self.assertEqual(out["read_only"], ["qmem_get", "qmem_meta", "qmem_search"])
         self.assertFalse(out["store"]["error"])
         self.assertTrue(out["store"]["structured"]["shared"])
         self.assertEqual(self.gateway.count_by_text(), {"stored by the sdk": 1})
         self.assertNotIn("fallback", out["search"]["structured"])
         self.assertTrue(out["bad"]["error"])
-        self.assertEqual(out["auto_tools"], 6)
+        self.assertEqual(out["auto_tools"], 5)
         self.assertLess(out["auto_seconds"], 5)  # -32601 to server/discover: no 10 s stall
 
     def test_search_with_the_gateway_down_is_a_labelled_local_fallback(self):

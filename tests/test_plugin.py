@@ -64,6 +64,23 @@ class DefinitionTests(unittest.TestCase):
         for rule in ("project_id", "0.60", "0.45", "qmem_correct", "qmem_meta", "untrusted"):
             self.assertIn(rule, guidance)
 
+    def test_descriptions_are_accurate_and_complete(self):
+        by_name = {t.name: t for t in TOOLS}
+        for tool in TOOLS:
+            for name, schema in tool.parameters["properties"].items():
+                with self.subTest(tool=tool.name, parameter=name):
+                    self.assertTrue(schema.get("description"), f"{tool.name}.{name} is not described")
+        search = by_name["qmem_search"].parameters["properties"]
+        self.assertNotIn("default", search["kind"]["description"])  # a filter has no default kind
+        self.assertIn("omit for every kind", search["kind"]["description"])
+        self.assertIn("local fallback", search["min_score"]["description"])
+        self.assertIn("records without a scope do not match", search["scope"]["description"])
+        self.assertIn("default 10", search["top_k"]["description"])
+        self.assertIn("memory_search", by_name["qmem_search"].description)  # when to use which
+        self.assertIn("qmem_search", by_name["memory_search"].description)
+        self.assertEqual([t.name for t in TOOLS if t.needs_recall], ["memory_search"])
+        self.assertTrue(tools_document()["tools"][-1]["needsRecall"])
+
     def test_skill_frontmatter(self):
         text = (REPO / "qmem" / "skills" / "qmem" / "SKILL.md").read_text()
         head = text.split("---")[1]
@@ -80,6 +97,9 @@ class DefinitionTests(unittest.TestCase):
         for fragment in ("project_id", '"myproj"', "0.60", "qmem_correct", "qmem_meta", "box-7",
                          "Debian GNU/Linux 12", "Machine identification", "untrusted"):
             self.assertIn(fragment, block)
+        self.assertNotIn("memory_search searches", block)
+        self.assertIn("memory_search searches the curated collection",
+                      rules_block("myproj", "box-7", "Debian", memory_search=True))
 
 
 class SessionTests(TempHomeTestCase):
@@ -116,6 +136,32 @@ class SessionTests(TempHomeTestCase):
             anonymous.call_tool("memory_search", {"query": "anything"})
         # Recall is off until both service URLs are in the config: that is what the answer says.
         self.assertIn("not configured", str(caught.exception))
+
+    def test_memory_search_is_offered_only_where_recall_is_on_for_a_host(self):
+        def offered(host):
+            session, _ = self.session(host=host)
+            return [tool.name for tool in session.offered_tools()], session.recall_offered()
+
+        self.assertEqual(offered("pi"), (["qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get"],
+                                         False))
+        write_config(self.env, {"recall": {"qdrantUrl": "http://127.0.0.1:9", "embeddingsUrl": "http://127.0.0.1:9"}})
+        self.assertEqual(offered("prime")[1], True)
+        self.assertIn("memory_search", offered("pi")[0])
+        self.assertEqual(offered(None)[1], False)
+        session, _ = self.session(host="pi")
+        self.assertIn("memory_search searches the curated collection", session.system_prompt_addition(None))
+        write_config(self.env, {"recall": "broken"})
+        self.assertEqual(offered("pi")[1], False)  # a broken config offers nothing, and does not raise
+
+    def test_text_that_is_not_unicode_is_refused_before_any_tool_runs(self):
+        session, _ = self.session()
+        for args in ({"query": "bad \udcff"}, {"query": "ok", "project_id": "\ud800"},
+                     {"query": "ok", "nested": {"deep": ["\udfff"]}}, {"\udc80": "x", "query": "ok"}):
+            with self.subTest(args=args):
+                with self.assertRaises(QmemError) as caught:
+                    session.call_tool("qmem_search", args)
+                self.assertEqual(caught.exception.category, "input")
+                self.assertIn("not valid Unicode text", caught.exception.message)
 
     def test_local_command_shares_the_cli(self):
         session, _ = self.session()
