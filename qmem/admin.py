@@ -26,26 +26,30 @@ person, and what it does is visible in its output.
 Exit status: 0 success, 1 error (one line on stderr, no traceback), 2 bad usage.  With
 ``--json`` stdout carries exactly one JSON document.  Credentials come only from the
 environment (``QMEM_ADMIN_QDRANT_API_KEY``, ``QMEM_SOURCE_QDRANT_API_KEY``,
-``QMEM_QDRANT_API_KEY``), never from the command line.
+``QMEM_QDRANT_API_KEY``), never from the command line.  ``--version`` prints the version; on a
+Python older than 3.10 it prints one line and exits 1.
 """
 
-from __future__ import annotations
+from .pythonversion import require_supported_python
 
-import hmac
-import json
-import os
-import re
-import struct
-import sys
-import tempfile
-from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+require_supported_python()
 
-from . import config as config_mod
-from .adminqdrant import AdminQdrant, AdminQdrantError, CollectionLayout, SourceProjection
-from .cli import (
+import hmac  # noqa: E402  (after the version check: one line on an old Python, no traceback)
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import struct  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from array import array  # noqa: E402
+from collections.abc import Callable, Iterator, Mapping, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+from . import config as config_mod  # noqa: E402
+from .adminqdrant import AdminQdrant, AdminQdrantError, CollectionLayout, SourceProjection  # noqa: E402
+from . import __version__  # noqa: E402
+from .cli import (  # noqa: E402
     EXIT_ERROR,
     EXIT_USAGE,
     CommandParser,
@@ -54,11 +58,15 @@ from .cli import (
     Progress,
     UsageError,
     emit,
+    error_outcome,
+    examples,
     to_json_text,
+    undecodable_argument,
+    wants_json,
 )
-from .config import RecallConfig
-from .errors import ConfigError, InputError, QmemError
-from .hermesimport import (
+from .config import RecallConfig  # noqa: E402
+from .errors import ConfigError, InputError, QmemError  # noqa: E402
+from .hermesimport import (  # noqa: E402
     PROFILES,
     Accepted,
     ImportReport,
@@ -69,10 +77,10 @@ from .hermesimport import (
     normalize_point,
     validate_source_url,
 )
-from .localindex import LocalIndex
-from .qdrant import QdrantError, ReadOnlyQdrant
-from .runtime import Runtime
-from .secretscan import scan
+from .localindex import LocalIndex  # noqa: E402
+from .qdrant import QdrantError, ReadOnlyQdrant  # noqa: E402
+from .runtime import Runtime  # noqa: E402
+from .secretscan import scan  # noqa: E402
 
 __all__ = ["run", "main", "build_parser", "INDEXED_FIELDS", "layout_problems", "ImportRequest", "PointSpool",
            "BatchFailure", "read_source", "write_points", "page_size_for"]
@@ -99,24 +107,49 @@ _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}")
 
 def build_parser() -> CommandParser:
     common = CommandParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    common.add_argument("--json", action="store_true", help="print one JSON document on stdout (errors included)")
     parser = CommandParser(prog=PROG, description="qmem's admin CLI: the curated Qdrant collection and "
-                                                  "imports from a Hermes agent (human-operated).")
+                                                  "imports from a Hermes agent (human-operated).",
+                           epilog=examples("python -m qmem.admin status", "python -m qmem.admin init",
+                                           "python -m qmem.admin COMMAND --help    # each command's options"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
 
     sub.add_parser("init", parents=[common],
-                   help="create the destination collection and its keyword indexes (changes nothing if it exists)")
+                   help="create the destination collection and its keyword indexes (changes nothing if it exists)",
+                   description="Create the recall section's collection (recall.collection, recall.dimension, "
+                               "recall.distance, recall.vectorName) with keyword indexes on host, status, "
+                               "secret_scan, project and source_type. A matching collection is left alone; a "
+                               "mismatch is reported and left untouched (exit 1). Needs QMEM_ADMIN_QDRANT_API_KEY.",
+                   epilog=examples("python -m qmem.admin init", "python -m qmem.admin init --json"))
 
     status = sub.add_parser("status", parents=[common], help="read-only health of destination, source, runtime, "
-                                                              "breakers and local index")
+                                                              "breakers and local index",
+                            description="Read-only: the destination collection (admin key), a Hermes source if "
+                                        "given (source key), runtime health with the runtime key, the breakers and "
+                                        "the local index. Exit 1 when anything checked is unhealthy.",
+                            epilog=examples("python -m qmem.admin status",
+                                            "python -m qmem.admin status --source-url http://127.0.0.1:6333 "
+                                            "--source-collection hermes_memories"))
     status.add_argument("--source-url", metavar="URL", help="also inspect a Hermes source Qdrant")
     status.add_argument("--source-collection", metavar="NAME", help="the source collection (with --source-url)")
 
     imp = sub.add_parser("import-hermes", parents=[common],
-                         help="import a Hermes agent's memories: --dry-run first, then --approve PLAN_ID")
+                         help="import a Hermes agent's memories: --dry-run first, then --approve PLAN_ID",
+                         description="Import a Hermes agent's memories into the curated collection: --dry-run "
+                                     "reads, checks and prints counts and a plan id, writing nothing; --approve "
+                                     "PLAN_ID with the same arguments writes exactly that plan (or nothing, when "
+                                     "the source changed).",
+                         epilog=examples(
+                             "python -m qmem.admin import-hermes --source-url http://127.0.0.1:6333 "
+                             "--source-collection hermes_memories --target-host pi --project shop "
+                             "--source-model bge-m3 --dry-run",
+                             "python -m qmem.admin import-hermes … --approve PLAN_ID    # the same arguments"))
     imp.add_argument("--source-url", metavar="URL", required=True, help="the Hermes Qdrant (no credentials in it)")
-    imp.add_argument("--source-collection", metavar="NAME", required=True)
+    imp.add_argument("--source-collection", metavar="NAME", required=True,
+                     help="the Hermes collection to read (only read, never written)")
     imp.add_argument("--target-host", choices=("pi", "prime"), required=True,
                      help="the host whose recall will see these memories")
     imp.add_argument("--project", metavar="P", help="put the memories in this project's lane")
@@ -736,29 +769,33 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         progress: Callable[[str], None] | None = None) -> Outcome:
     """Run one command line and return what it produced; never raises for user errors."""
     env = os.environ if env is None else env
+    argv = list(argv)
+    bad = undecodable_argument(argv)
+    if bad is not None:
+        return error_outcome(EXIT_ERROR, "input", bad, as_json=wants_json(argv))
     try:
-        args = build_parser().parse_args(list(argv))
+        args = build_parser().parse_args(argv)
     except HelpRequested as help_text:
         return Outcome(stdout=str(help_text))
     except UsageError as exc:
-        return Outcome(code=EXIT_USAGE, error=str(exc))
+        return error_outcome(EXIT_USAGE, "usage", str(exc), as_json=wants_json(argv))
     runtime: Runtime | None = None
     try:
         runtime = Runtime(env)
         ctx = AdminContext(runtime=runtime, progress=progress or _stderr_progress)
         document, text = _COMMANDS[args.command](ctx, args)
     except UsageError as exc:
-        return Outcome(code=EXIT_USAGE, error=str(exc))
+        return error_outcome(EXIT_USAGE, "usage", str(exc), as_json=args.json)
     except QmemError as exc:
         if args.json:
             stdout = to_json_text(_error_document(exc))
         else:
             stdout = exc.text if isinstance(exc, _StatusProblems) else ""
-        return Outcome(code=EXIT_ERROR, error=exc.message, stdout=stdout)
+        return Outcome(code=EXIT_ERROR, error=exc.message, stdout=stdout, json=args.json)
     finally:
         if runtime is not None:
             runtime.close()
-    return Outcome(stdout=to_json_text(document) if args.json else text)
+    return Outcome(stdout=to_json_text(document) if args.json else text, json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

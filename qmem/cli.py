@@ -4,6 +4,17 @@
 same parser can serve a terminal (``python -m qmem.local``) and a host's slash command
 (``/qmem:local``) whose stdout is a protocol channel.  :class:`Outcome` is what a
 command produced; only :func:`emit` writes it out.
+
+Promises shared by every front end:
+
+* Exit status 0 success, 1 error, 2 bad usage; the error is one line on stderr.  With
+  ``--json`` stdout carries exactly one JSON document, an error included
+  (``{"error": {"category", "message"}}``).
+* Output never fails to be written: text that cannot be encoded (a lone surrogate from
+  undecodable bytes, a terminal that is not UTF-8) is replaced or escaped, and JSON stays
+  valid JSON.
+* An argument that is not valid text (undecodable bytes in ``argv``) is an input error
+  naming its position, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,10 +23,14 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
-__all__ = ["CommandParser", "UsageError", "HelpRequested", "Outcome", "emit", "to_json_text", "Progress"]
+from .jsonlines import LONE_SURROGATE, without_lone_surrogates
+
+__all__ = ["CommandParser", "UsageError", "HelpRequested", "Outcome", "emit", "to_json_text", "Progress",
+           "error_document", "error_outcome", "wants_json", "undecodable_argument", "examples"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -29,6 +44,15 @@ class HelpRequested(Exception):
 
 
 class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that raises :class:`UsageError` / :class:`HelpRequested`.
+
+    Descriptions and epilogs are printed as written (examples keep their lines).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (try --help)")
 
@@ -41,17 +65,73 @@ class CommandParser(argparse.ArgumentParser):
         raise HelpRequested(self.format_help())
 
 
+def examples(*lines: str) -> str:
+    """An argparse epilog listing example command lines."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """A finished command: exit code, what goes to stdout, and a one-line error."""
+    """A finished command: exit code, what goes to stdout, and a one-line error.
+
+    ``json`` says that ``stdout`` is one JSON document (so it can be re-escaped, never
+    mangled, for a terminal that cannot show all of it).
+    """
 
     code: int = EXIT_OK
     stdout: str = ""
     error: str | None = None
+    json: bool = False
 
 
 def to_json_text(document: Any) -> str:
-    return json.dumps(document, ensure_ascii=False, indent=2, sort_keys=False) + "\n"
+    """``document`` as indented JSON; a lone surrogate in any string becomes U+FFFD."""
+    return without_lone_surrogates(json.dumps(document, ensure_ascii=False, indent=2, sort_keys=False)) + "\n"
+
+
+def error_document(category: str, message: str) -> dict[str, Any]:
+    return {"error": {"category": category, "message": message}}
+
+
+def error_outcome(code: int, category: str, message: str, *, as_json: bool) -> Outcome:
+    """A failed command: the one-line error, plus the JSON error document under ``--json``."""
+    return Outcome(code=code, error=message, json=as_json,
+                   stdout=to_json_text(error_document(category, message)) if as_json else "")
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """``--json`` among the options (before a ``--``), for errors found before parsing ends."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def undecodable_argument(argv: Sequence[str]) -> str | None:
+    """The message for the first argument that is not valid text, or None."""
+    for position, arg in enumerate(argv, 1):
+        if LONE_SURROGATE.search(arg):
+            return (f"argument {position} is not valid text: it holds bytes that are not UTF-8 "
+                    f"(qmem takes UTF-8 text)")
+    return None
+
+
+def _write(stream: TextIO, text: str, *, is_json: bool) -> None:
+    """Write ``text`` whatever the stream's encoding can hold."""
+    try:
+        stream.write(text)
+        return
+    except UnicodeEncodeError:
+        pass
+    if is_json:
+        try:  # the same document with every non-ASCII character escaped: still one valid JSON document
+            text = json.dumps(json.loads(text), ensure_ascii=True, indent=2) + "\n"
+        except ValueError:
+            pass
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(text.encode(encoding, errors="backslashreplace").decode(encoding, errors="replace"))
 
 
 def emit(outcome: Outcome, prog: str, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -59,10 +139,11 @@ def emit(outcome: Outcome, prog: str, *, stdout: TextIO | None = None, stderr: T
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     if outcome.stdout:
-        out.write(outcome.stdout if outcome.stdout.endswith("\n") else outcome.stdout + "\n")
+        _write(out, outcome.stdout if outcome.stdout.endswith("\n") else outcome.stdout + "\n",
+               is_json=outcome.json)
         out.flush()
     if outcome.error:
-        err.write(f"{prog}: {outcome.error}\n")
+        _write(err, f"{prog}: {without_lone_surrogates(outcome.error)}\n", is_json=False)
         err.flush()
     return outcome.code
 

@@ -537,6 +537,26 @@ class CommandLineTests(AdminTestCase):
         self.assertEqual(len(result.stderr.splitlines()), 1)
         self.assertEqual(json.loads(result.stdout)["error"]["category"], "destination")
 
+    def test_usage_errors_under_json_and_help_everywhere(self):
+        from qmem.admin import build_parser
+
+        for args in (["init", "--json", "--nope"], ["import-hermes", "--json", "--dry-run"],
+                     ["status", "--json", "--source-url"]):
+            with self.subTest(args=args):
+                result = self.cli(*args)
+                self.assertEqual(result.code, 2)
+                self.assertEqual(json.loads(result.stdout)["error"]["category"], "usage")
+        parser = build_parser()
+        [sub] = [action for action in parser._actions if hasattr(action, "_name_parser_map")]
+        for name, command in sub.choices.items():
+            with self.subTest(command=name):
+                self.assertTrue(command.description)
+                self.assertIn(f"python -m qmem.admin {name}", command.epilog or "")
+                self.assertTrue(all(action.help for action in command._actions), name)
+        from qmem import __version__
+
+        self.assertEqual(self.cli("--version").stdout, f"qmem-admin {__version__}\n")
+
     def test_dry_run_then_approve_through_the_command_line(self):
         self.assertEqual(self.cli("init").code, 0)
         seed_edge_cases(self.source)

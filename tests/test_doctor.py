@@ -1,0 +1,252 @@
+"""``python -m qmem.local doctor``: real subprocesses, a temporary HOME, loopback fakes."""
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+
+from .fakes import FakeEmbeddings, FakeQdrant, Fault, refused_url
+from .support import REPO, GatewayTestCase, TempHomeTestCase, write_config
+
+DIM = 8
+QDRANT_KEY = "doctor-qdrant-read-key-7f3a"
+EMBEDDING_KEY = "doctor-embedding-key-91bc"
+
+
+class DoctorTestCase(GatewayTestCase):
+    def doctor(self, *args, env=None, code=None):
+        result = self.run_module("qmem.local", "doctor", *args, env=env)
+        self.assertNotIn("Traceback", result.stderr)
+        if code is not None:
+            self.assertEqual(result.code, code, result.stdout + result.stderr)
+        return result
+
+    def report(self, env=None, code=None) -> dict:
+        result = self.doctor("--json", env=env, code=code)
+        return json.loads(result.stdout)  # one document, also when problems are found
+
+
+class FreshHomeTests(TempHomeTestCase):
+    def test_a_fresh_home_is_ok_and_doctor_creates_nothing(self):
+        result = self.run_module("qmem.local", "doctor")
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertIn("overall     ok", result.stdout)
+        self.assertIn("recall      off (not configured", result.stdout)
+        self.assertIn("index       not created yet", result.stdout)
+        document = json.loads(self.run_module("qmem.local", "doctor", "--json").stdout)
+        self.assertEqual(document["index"], {"exists": False})
+        self.assertTrue(document["python"]["fts5"])
+        self.assertEqual(document["config"]["settings"]["url"], {"value": None, "source": "default"})
+        self.assertEqual(sorted(os.listdir(self.home)), [])  # no config, no data directory, no index
+
+    def test_a_missing_qmem_config_is_the_problem_reported_not_a_crash(self):
+        env = dict(self.env, QMEM_CONFIG=str(self.home / "nope.json"))
+        result = self.run_module("qmem.local", "doctor", env=env)
+        self.assertEqual(result.code, 1)
+        self.assertIn("QMEM_CONFIG names a config file that does not exist", result.stdout)
+        self.assertIn("(chosen by QMEM_CONFIG;", result.stdout)
+        self.assertRegex(result.stderr, r"^qmem-local: doctor found 1 problem: config: QMEM_CONFIG")
+        self.assertIn("hosts       ", result.stdout)  # the rest of the report is still there
+        document = json.loads(self.run_module("qmem.local", "doctor", "--json", env=env).stdout)
+        self.assertFalse(document["ok"])
+        self.assertEqual(document["error"]["category"], "doctor")
+
+    def test_where_each_setting_comes_from(self):
+        write_config(self.env, {"timeoutMs": 1234, "recall": {"limit": 3}})
+        env = dict(self.env, QMEM_SQLITE=str(self.home / "elsewhere.sqlite"))
+        settings = json.loads(self.run_module("qmem.local", "doctor", "--json", env=env).stdout)["config"]["settings"]
+        self.assertEqual(settings["timeoutMs"], {"value": 1234, "source": "file"})
+        self.assertEqual(settings["recall.limit"], {"value": 3, "source": "file"})
+        self.assertEqual(settings["connectTimeoutMs"]["source"], "default")
+        self.assertEqual(settings["localDbPath"]["source"], "environment (QMEM_SQLITE)")
+        text = self.run_module("qmem.local", "doctor", env=env).stdout
+        self.assertIn("timeoutMs = 1234  [file]", text)
+        self.assertNotIn("connectTimeoutMs =", text)  # defaults are left out of the text
+
+    def test_the_index_is_checked_when_it_exists(self):
+        self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text", "counted")
+        index = json.loads(self.run_module("qmem.local", "doctor", "--json").stdout)["index"]
+        self.assertEqual((index["records"], index["queue"]["pending"], index["integrity"]), (1, 1, "ok"))
+        broken = self.home / "broken.sqlite"
+        broken.write_bytes(b"\x00not sqlite" * 100)
+        before = hashlib.sha256(broken.read_bytes()).hexdigest()
+        result = self.run_module("qmem.local", "doctor", env=dict(self.env, QMEM_SQLITE=str(broken)))
+        self.assertEqual(result.code, 1)
+        self.assertIn("problem     index:", result.stdout)
+        self.assertEqual(hashlib.sha256(broken.read_bytes()).hexdigest(), before)
+
+    def test_a_failing_integrity_check_is_a_problem(self):
+        self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text", "to be damaged")
+        path = self.home / ".local" / "share" / "qmem" / "qmem.sqlite"
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA writable_schema = ON")  # an index whose entries no longer match its table
+        [(index_name, table)] = conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND "
+                                             "sql IS NOT NULL LIMIT 1").fetchall()
+        page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index_name,)).fetchone()[0]
+        conn.close()
+        data = bytearray(path.read_bytes())
+        page_size = int.from_bytes(data[16:18], "big")
+        start = (page - 1) * page_size
+        data[start + 8:start + 60] = os.urandom(52)  # scramble the index page's cells
+        path.write_bytes(bytes(data))
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        index = json.loads(self.run_module("qmem.local", "doctor", "--json").stdout)["index"]
+        self.assertTrue(index.get("error") or index.get("integrity") != "ok", (table, index))
+
+
+class GatewayDoctorTests(DoctorTestCase):
+    def test_a_working_gateway(self):
+        document = self.report(code=0)
+        gateway = document["gateway"]
+        self.assertEqual((gateway["reachable"], gateway["version"], gateway["key"]), (True, "2.12.0", "accepted"))
+        self.assertEqual(gateway["breaker"]["state"], "closed")
+        self.assertEqual(document["credentials"]["gateway"], {"variable": "QMEM_GATEWAY_API_KEY", "set": True,
+                                                              "via": "QMEM_GATEWAY_API_KEY"})
+        text = self.doctor(code=0).stdout
+        self.assertIn(f"gateway     {self.gateway.url}  ✓ Memory Gateway 2.12.0, API key accepted; breaker closed",
+                      text)
+        self.assertNotIn(self.API_KEY, text)
+
+    def test_a_refused_key_and_a_missing_key(self):
+        wrong = self.report(env=dict(self.env, QMEM_GATEWAY_API_KEY="not-the-key"), code=1)
+        self.assertEqual((wrong["gateway"]["reachable"], wrong["gateway"]["key"]), (True, "refused"))
+        self.assertIn("gateway: the Memory Gateway refused the API key", " ".join(wrong["problems"]))
+        env = dict(self.env)
+        del env["QMEM_GATEWAY_API_KEY"]
+        missing = self.report(env=env, code=1)
+        self.assertEqual(missing["gateway"]["key"], "missing")
+        self.assertIn("url is set but QMEM_GATEWAY_API_KEY is not", " ".join(missing["warnings"]))
+
+    def test_an_unreachable_gateway_is_a_problem_and_no_breaker_is_touched(self):
+        self.configure(refused_url())
+        breaker_file = self.home / ".local" / "share" / "qmem" / "breaker.json"
+        result = self.doctor(code=1)
+        self.assertIn("✗ unreachable", result.stdout)
+        self.assertFalse(breaker_file.exists())  # the probe neither read nor wrote the shared breaker
+        self.assertIn("refused the connection", json.loads(self.doctor("--json").stdout)["gateway"]["error"])
+
+    def test_an_open_breaker_does_not_stop_the_probe_and_stays_open(self):
+        rt = self.runtime()
+        rt.breaker_for(self.gateway.url).definitive_failure()  # as a failed call of any qmem process would
+        breaker_file = self.home / ".local" / "share" / "qmem" / "breaker.json"
+        before = breaker_file.read_bytes()
+        document = self.report(code=0)
+        self.assertTrue(document["gateway"]["reachable"])  # asked although the breaker is open
+        self.assertEqual(document["gateway"]["breaker"]["state"], "open")
+        self.assertGreater(document["gateway"]["breaker"]["retry_in_ms"], 0)
+        self.assertIn("breaker reset", " ".join(document["warnings"]))
+        self.assertEqual(breaker_file.read_bytes(), before)  # and it is still open, untouched
+        self.assertRegex(self.doctor().stdout, r"breaker open \(\d+ s left\)")
+
+    def test_a_hanging_gateway_is_bounded_by_its_timeout(self):
+        self.configure(connectTimeoutMs=500, timeoutMs=500)
+        self.gateway.inject(Fault.hang(path="/v1/status", times=None))
+        document = self.report(code=1)
+        self.assertFalse(document["gateway"]["reachable"])
+        self.assertEqual(document["gateway"]["reason"], "header_timeout")
+
+
+class RecallDoctorTests(DoctorTestCase):
+    def setUp(self):
+        super().setUp()
+        self.qdrant = FakeQdrant(keys={QDRANT_KEY: "r"}).start()
+        self.embeddings = FakeEmbeddings(api_key=EMBEDDING_KEY, models={"bge-m3": DIM}).start()
+        for fake in (self.qdrant, self.embeddings):
+            self.addCleanup(fake.stop)
+        self.qdrant.create_collection("qmem_memories", size=DIM)
+        self.env.update(QMEM_QDRANT_API_KEY=QDRANT_KEY, PI_QDRANT_MEMORY_EMBEDDING_API_KEY=EMBEDDING_KEY)
+
+    def configure_recall(self, **recall):
+        self.configure(recall={"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
+                               "dimension": DIM, **recall})
+
+    def test_a_working_recall_lane(self):
+        self.configure_recall()
+        result = self.doctor(code=0)
+        for secret in (QDRANT_KEY, EMBEDDING_KEY, self.API_KEY):
+            self.assertNotIn(secret, result.stdout)
+        self.assertIn(f"collection qmem_memories readable, {DIM} Cosine", result.stdout)
+        recall = self.report(code=0)["recall"]
+        self.assertEqual((recall["qdrant"]["healthy"], recall["qdrant"]["readable"], recall["qdrant"]["matches"]),
+                         (True, True, True))
+        self.assertEqual((recall["embeddings"]["dimension"], recall["embeddings"]["matches"]), (DIM, True))
+        self.assertEqual(self.embeddings.inputs[-1], "qmem doctor: a probe of the embeddings service")
+        credentials = self.report()["credentials"]
+        self.assertEqual(credentials["embedding"]["via"], "PI_QDRANT_MEMORY_EMBEDDING_API_KEY")
+
+    def test_mismatches_and_refusals_are_problems(self):
+        self.configure_recall(dimension=DIM * 2)
+        problems = " ".join(self.report(code=1)["problems"])
+        self.assertIn(f"the collection has dimension {DIM}, the config says {DIM * 2}", problems)
+        self.assertIn(f"the embeddings have dimension {DIM}, the config says {DIM * 2}", problems)
+        self.configure_recall(distance="Dot")
+        self.assertIn("distance Cosine, the config says Dot", " ".join(self.report(code=1)["problems"]))
+        self.configure_recall(collection="missing_collection")
+        self.assertIn("does not exist", " ".join(self.report(code=1)["problems"]))
+        self.configure_recall()
+        env = dict(self.env, QMEM_QDRANT_API_KEY="wrong", PI_QDRANT_MEMORY_EMBEDDING_API_KEY="wrong")
+        problems = " ".join(self.report(env=env, code=1)["problems"])
+        self.assertIn("Qdrant refused the API key", problems)
+        self.assertIn("the embeddings service refused the key", problems)
+
+    def test_recall_switched_off_is_a_warning_and_nothing_is_sent(self):
+        self.configure_recall(enabled=False)
+        document = self.report(code=0)
+        self.assertIn("switched off", " ".join(document["warnings"]))
+        self.assertEqual(self.embeddings.inputs, [])
+        self.assertEqual(self.qdrant.requests, [])
+
+
+class HostDoctorTests(DoctorTestCase):
+    def test_installed_hosts_and_their_versions(self):
+        self.assertEqual(self.run_module("qmem.local", "install", "pi").code, 0)
+        hermes_home = self.home / "hermes-home"
+        env = dict(self.env, HERMES_HOME=str(hermes_home))
+        self.assertEqual(self.run_module("qmem.local", "install", "hermes", "--copy", env=env).code, 0)
+        old = hermes_home / "plugins" / "qmem" / "__init__.py"
+        old.write_text(old.read_text().replace('__version__ = "', '__version__ = "0.0.9+'))
+        document = self.report(env=env, code=0)
+        pi, prime, hermes = (document["hosts"][name] for name in ("pi", "prime", "hermes"))
+        self.assertEqual((pi["kind"], pi["this_qmem"], pi["target"]), ("link", True, str(REPO / "qmem")))
+        self.assertEqual(prime["kind"], "absent")
+        self.assertEqual((hermes["kind"], hermes["enabled"]), ("copy", True))
+        self.assertTrue(hermes["version"].startswith("0.0.9+"))
+        self.assertIn("hermes has qmem 0.0.9+", " ".join(document["warnings"]))
+
+    def test_a_broken_link_is_a_problem(self):
+        extensions = self.home / ".pi" / "agent" / "extensions"
+        extensions.mkdir(parents=True)
+        (extensions / "qmem").symlink_to(self.home / "gone" / "qmem")
+        self.assertIn("is a link to", " ".join(self.report(code=1)["problems"]))
+
+    def test_the_session_directories_are_shown(self):
+        (self.home / ".prime" / "agent" / "sessions").mkdir(parents=True)
+        roots = {root["label"]: root for root in self.report()["paths"]["sessions"]}
+        self.assertEqual((roots["pi"]["exists"], roots["prime"]["exists"]), (False, True))
+        self.assertEqual(roots["prime"]["directory"], str(self.home / ".prime" / "agent"))
+        shutil.rmtree(self.home / ".prime")
+
+
+SETUP_PATHS = """
+import json, sys
+from qmem import local
+env = {"HOME": sys.argv[1], "PATH": ""}
+for argv in (["doctor"], ["install", "pi"], ["uninstall", "pi"], ["mcp-config", "json"], ["import"]):
+    assert local.run(argv, env=env).code == 0, argv
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("qmem"))))
+"""
+
+
+class SetupIsolationTests(TempHomeTestCase):
+    def test_the_setup_commands_never_load_the_admin_modules(self):
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, "-c", SETUP_PATHS, str(self.home)], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+        self.assertTrue({"qmem.doctor", "qmem.hostsetup", "qmem.mcpconfig"} <= loaded)
+        self.assertFalse({"qmem.admin", "qmem.adminqdrant", "qmem.hermesimport"} & loaded, loaded)

@@ -1,0 +1,62 @@
+"""The pi shim (``index.js``) with the real pi: set up by ``install``, tools by recall, an old Python's one line."""
+
+import subprocess
+import sys
+
+from . import test_pi_host  # the module, not its class: its tests run once, in their own module
+from .hostbench import GREETING, QMEM_TOOLS, AgentHostTestCase
+from .support import REPO
+from .test_entrypoints import OLD_PYTHON
+
+
+class PiShimTests(AgentHostTestCase):
+    AGENT_DIR = ".pi/agent"
+    # The real pi, found and run the way the pi host tests do it.
+    setUpClass = test_pi_host.PiHostTests.__dict__["setUpClass"]
+    run_pi = test_pi_host.PiHostTests.run_pi
+
+    def setUp(self):
+        super().setUp()
+        self.env.update(PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1")
+
+    def install_with_the_cli(self, *args):
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "install", "pi", *args], cwd=self.home,
+                              env=dict(self.env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def offered(self, request):
+        return {tool["function"]["name"] for tool in request["tools"]}
+
+    def test_installed_by_the_cli_and_memory_search_only_with_recall(self):
+        self.install_with_the_cli()
+        self.configure(self.gateway.url, recall=False)
+        proc = self.run_pi("hello")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(GREETING, proc.stdout)
+        [request] = self.llm.chat_requests
+        self.assertEqual(self.offered(request) & QMEM_TOOLS, QMEM_TOOLS - {"memory_search"})
+        self.assertIn("qmem rules", request["messages"][0]["content"])
+        self.assertEqual(self.embeddings.inputs, [])  # no recall configured: nothing sent
+        self.configure(self.gateway.url, recall=True)
+        proc = self.run_pi("hello again")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        request = self.llm.chat_requests[-1]
+        self.assertTrue(QMEM_TOOLS <= self.offered(request))  # offered from the very first prompt
+        self.assertIn("memory_search searches the curated collection", request["messages"][0]["content"])
+
+    def test_a_copy_installed_by_the_cli_answers_the_local_command(self):
+        self.install_with_the_cli("--copy")
+        self.configure(self.gateway.url, recall=False)
+        proc = self.run_pi("/qmem:local status")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("schema", proc.stderr)  # print mode sends an extension's output to stderr
+
+    def test_an_old_python_is_the_one_warning(self):
+        if not OLD_PYTHON.exists():
+            self.skipTest(f"no Python 3.9 at {OLD_PYTHON} to start the bridge with")
+        self.install()
+        proc = self.run_pi("hello", env=dict(self.env, QMEM_PYTHON=str(OLD_PYTHON)))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(GREETING, proc.stdout)  # pi goes on without memory
+        self.assertEqual(proc.stderr.count("qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)"), 1, proc.stderr)
+        self.assertNotIn("memory bridge stopped", proc.stderr)
