@@ -701,10 +701,13 @@ def _accepts(kind: str, value: str, quoted: bool) -> bool:
 
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_SEPARATOR = r"""(?: ["'\]]{0,2} [ \t]* (?: := | => | [:=>] ) | [ \t]+ (?:is|was) [ \t:] )"""
+# After the name: its closing quote (escaped in JSON inside a string) or
+# bracket, then the separator.
+_SEPARATOR = r"""(?: (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] ) | [ \t]+ (?:is|was) [ \t:] )"""
 _VALUE = re.compile(r"""
-    ["'\]]{0,2} [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
-    (?: [rbuRBU]{0,2} "(?P<dq>[^"\s]{1,1024})"
+    (?:\\?["'])? \]? [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
+    (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"
+      | [rbuRBU]{0,2} "(?P<dq>[^"\s]{1,1024})"
       | [rbuRBU]{0,2} '(?P<sq>[^'\s]{1,1024})'
       | `(?P<bq>[^`\s]{1,1024})`
       | (?P<bare>[^\s"'`,;&=()\[\]{}<>\\]{1,1024} (?:={1,2}(?![^\s"'`,;&)\]}]))? ) )""", re.VERBOSE)
@@ -756,14 +759,14 @@ def _assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
-    group = next(g for g in ("dq", "sq", "bq", "bare") if value.group(g) is not None)
+    group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
     if group == "bare" and separator == ":" and _TYPE.match(value.group(group)):
         annotated = _ANNOTATED.match(text, value.end())
         if annotated:
             value = _VALUE.match(text, annotated.end())
             if value is None:
                 return []
-            group = next(g for g in ("dq", "sq", "bq", "bare") if value.group(g) is not None)
+            group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
     value_start, value_end = value.span(group)
     if group == "bare":
         if text[value_end:value_end + 1] in ("(", "[", "{") or (

@@ -332,6 +332,8 @@ def contextual_positives() -> list[tuple[str, str, str]]:
         ("wallet private key: 0x{v}", lambda: r(HEX, 64)), ("DB_PASS={v}", password),
         ('jwt_secret = "{v}"', lambda: r(string.ascii_letters, 32)), ("set PASSWORD={v}", password),
         ("api.key={v}", lambda: r(ALNUM, 32)), ("SMTP_PASS: {v}", password),
+        ('log: {{\\"api_key\\":\\"{v}\\"}}', lambda: r(ALNUM, 32)),
+        ('{{"request": "{{\\"user\\": \\"ci\\", \\"password\\": \\"{v}\\"}}"}}', password),
     ]
     for template, make in cases:
         value = make()
