@@ -7,13 +7,15 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from unittest import mock
 
 import qmem
 from qmem import hermes
 
 from .hosts import HERMES_VERSION, hermes_python
-from .support import REPO, GatewayTestCase
+from .support import REPO, GatewayTestCase, TempHomeTestCase
+from .test_hostsetup import HERMES_SHAPES
 
 
 class DocumentedContext:
@@ -176,3 +178,44 @@ class HermesLoaderTests(GatewayTestCase):
                                "print(m.version('hermes-agent'))"], capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.stdout.strip(), HERMES_VERSION)
 
+
+HERMES_READS = textwrap.dedent("""
+    import json
+    from hermes_cli.plugins_cmd import _get_enabled_set, _get_disabled_set
+    print(json.dumps({"enabled": sorted(_get_enabled_set()), "disabled": sorted(_get_disabled_set())}))
+""")
+
+
+class HermesReadsTheEditTests(TempHomeTestCase):
+    """What Hermes 0.19's own config reader makes of the edited files."""
+
+    def setUp(self):
+        self.python, reason = hermes_python()
+        if self.python is None:
+            self.skipTest(reason)
+        super().setUp()
+
+    def hermes_sees(self, hermes_home: Path) -> dict:
+        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
+        env.pop("PYTHONPATH")
+        proc = subprocess.run([str(self.python), "-c", HERMES_READS], capture_output=True, text=True, env=env,
+                              cwd=self.home, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def test_hermes_sees_qmem_enabled_after_install_and_not_after_uninstall(self):
+        shapes = {"fresh": None, **{name: HERMES_SHAPES[name][0] for name in ("hermes writes", "enabled null",
+                                                                           "disabled block", "no plugins key")}}
+        for name, text in shapes.items():
+            with self.subTest(shape=name):
+                hermes_home = self.home / name.replace(" ", "-")
+                hermes_home.mkdir()
+                if text is not None:
+                    (hermes_home / "config.yaml").write_text(text)
+                env = dict(self.env, HERMES_HOME=str(hermes_home))
+                self.assertEqual(self.run_module("qmem.local", "install", "hermes", env=env).code, 0)
+                seen = self.hermes_sees(hermes_home)
+                self.assertIn("qmem", seen["enabled"])
+                self.assertNotIn("qmem", seen["disabled"])
+                self.assertEqual(self.run_module("qmem.local", "uninstall", "hermes", env=env).code, 0)
+                self.assertNotIn("qmem", self.hermes_sees(hermes_home)["enabled"])

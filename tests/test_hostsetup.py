@@ -2,14 +2,10 @@
 
 import json
 import os
-import subprocess
-import textwrap
 import unittest
-from pathlib import Path
 
 from qmem import hermesconfig
 
-from .hosts import hermes_python
 from .support import REPO, TempHomeTestCase
 
 try:
@@ -227,48 +223,6 @@ class HermesConfigEditTests(TempHomeTestCase):
         self.assertEqual(oct(path.stat().st_mode & 0o777), "0o600")
         self.assertEqual(hermesconfig.disable(self.home / "absent.yaml").state, "unchanged")
         self.assertFalse((self.home / "absent.yaml").exists())
-
-
-HERMES_READS = textwrap.dedent("""
-    import json
-    from hermes_cli.plugins_cmd import _get_enabled_set, _get_disabled_set
-    print(json.dumps({"enabled": sorted(_get_enabled_set()), "disabled": sorted(_get_disabled_set())}))
-""")
-
-
-class HermesReadsTheEditTests(TempHomeTestCase):
-    """What Hermes 0.19's own config reader makes of the edited files."""
-
-    def setUp(self):
-        self.python, reason = hermes_python()
-        if self.python is None:
-            self.skipTest(reason)
-        super().setUp()
-
-    def hermes_sees(self, hermes_home: Path) -> dict:
-        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
-        env.pop("PYTHONPATH")
-        proc = subprocess.run([str(self.python), "-c", HERMES_READS], capture_output=True, text=True, env=env,
-                              cwd=self.home, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    def test_hermes_sees_qmem_enabled_after_install_and_not_after_uninstall(self):
-        shapes = {"fresh": None, **{name: HERMES_SHAPES[name][0] for name in ("hermes writes", "enabled null",
-                                                                           "disabled block", "no plugins key")}}
-        for name, text in shapes.items():
-            with self.subTest(shape=name):
-                hermes_home = self.home / name.replace(" ", "-")
-                hermes_home.mkdir()
-                if text is not None:
-                    (hermes_home / "config.yaml").write_text(text)
-                env = dict(self.env, HERMES_HOME=str(hermes_home))
-                self.assertEqual(self.run_module("qmem.local", "install", "hermes", env=env).code, 0)
-                seen = self.hermes_sees(hermes_home)
-                self.assertIn("qmem", seen["enabled"])
-                self.assertNotIn("qmem", seen["disabled"])
-                self.assertEqual(self.run_module("qmem.local", "uninstall", "hermes", env=env).code, 0)
-                self.assertNotIn("qmem", self.hermes_sees(hermes_home)["enabled"])
 
 
 if __name__ == "__main__":
