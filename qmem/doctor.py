@@ -145,7 +145,11 @@ def _probe_gateway(env: Mapping[str, str], config: Config, scratch: Path) -> dic
     try:
         status = client.status()
     except GatewayUnauthorized as exc:
-        report.update(reachable=True, key="missing" if key is None else "refused", error=exc.message)
+        if key is None:
+            report.update(reachable=True, key="missing",
+                          error="the Memory Gateway wants an API key: export QMEM_GATEWAY_API_KEY")
+        else:
+            report.update(reachable=True, key="refused", error=exc.message)
     except GatewayRefused as exc:
         report.update(reachable=True, error=exc.message)
     except GatewayUnavailable as exc:
@@ -436,5 +440,6 @@ def render(diagnosis: Diagnosis) -> str:
         lines.append(f"warning     {warning}")
     for problem in diagnosis.problems:
         lines.append(f"problem     {problem}")
-    lines.append(f"overall     {'ok' if not diagnosis.problems else str(len(diagnosis.problems)) + ' problem(s)'}")
+    count = len(diagnosis.problems)
+    lines.append(f"overall     {'ok' if not count else f'{count} problem' + ('s' if count != 1 else '')}")
     return "\n".join(lines)

@@ -335,6 +335,8 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
         result.hermes, note = _hermes_enable(where, env, True)
         if note:
             result.notes.append(note)
+    if result.action == "unchanged":
+        return result
     result.notes.append({"pi": "next: start pi and run /qmem:local status (or: python -m qmem.local doctor)",
                          "prime": "next: start prime-agent and run /qmem:local status (or: python -m qmem.local "
                                   "doctor)",
