@@ -248,7 +248,7 @@ def render_find(result: FindResult) -> str:
     for record in result.records:
         lines.append(render_record_line(record))
         lines.extend("    " + line for line in (record.text or "(text not known yet; run enrich)").splitlines() or [""])
-    if getattr(result, "more", False):
+    if result.more:
         lines.append(f"more records match: only the first {count} are shown (raise --limit)")
     return "\n".join(lines)
 
@@ -344,9 +344,7 @@ def _cmd_find(rt: Runtime, args: Any) -> tuple[Any, str]:
         raise UsageError("the query has no words to search for (a word needs a letter or a digit)")
     result = rt.index.find(query, project=args.project, kind=args.kind, limit=args.limit,
                            superseded=args.superseded, private=args.private, deleted=args.deleted)
-    document = result.to_json()
-    document.setdefault("more", bool(getattr(result, "more", False)))
-    return document, render_find(result)
+    return result.to_json(), render_find(result)
 
 
 def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
@@ -420,15 +418,13 @@ def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
         report = flush(rt, progress=progress)
     finally:
         progress.finish()
-    remaining = getattr(report, "remaining", None)
-    if remaining is None:
-        remaining = rt.outbox.pending_count()
+    remaining = report.remaining
     text = (f"sent {report.sent}: synced {report.synced}, duplicate {report.duplicate}, failed {report.failed}; "
             f"still pending {remaining}")
     if report.stopped:
         text += f"\nstopped: {report.stopped}"
     document = report.to_json()
-    if not getattr(report, "complete", report.stopped is None and remaining == 0):
+    if not report.complete:
         raise _unfinished(document, text, report.stopped,
                           f"flush stopped with {remaining} record{'s' if remaining != 1 else ''} still queued")
     return document, text
@@ -438,7 +434,7 @@ def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:
     report = enrich(rt, everything=args.all)
     text = f"checked {report.checked}, updated {report.updated}, not on the gateway {report.missing}"
     text += f"\nstopped: {report.stopped}" if report.stopped else ""
-    if not getattr(report, "complete", report.stopped is None):
+    if not report.complete:
         raise _unfinished(report.to_json(), text, report.stopped, "enrich stopped before the end")
     return report.to_json(), text
 
@@ -448,7 +444,7 @@ def _cmd_pull(rt: Runtime, args: Any) -> tuple[Any, str]:
     text = (f"{report.pages} page(s), {report.items} items: added {report.added}, updated {report.updated}, "
             f"tombstones {report.tombstones}")
     text += f"\nstopped: {report.stopped}" if report.stopped else ""
-    if not getattr(report, "complete", report.stopped is None):
+    if not report.complete:
         raise _unfinished(report.to_json(), text, report.stopped, "pull stopped before the end")
     return report.to_json(), text
 
