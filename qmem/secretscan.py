@@ -29,8 +29,10 @@ Families (a stable name each; offsets cover the part named in brackets, else
 the whole token):
 
 ``private-key``           a PEM or PGP ``-----BEGIN … PRIVATE KEY[ BLOCK]-----``
-                          header followed by key material (a run of 40 or more
-                          base64 characters) [header to ``-----END …-----``]
+                          header followed by key material (a run of 16 or more
+                          base64 characters, not all lower-case letters, as in
+                          a truncated ``MIIEpAIBAAKCAQEA…``) [header to
+                          ``-----END …-----``]
 ``github-token``          ``ghp_ gho_ ghu_ ghs_ ghr_`` + 36 alphanumerics;
                           ``github_pat_`` + 22 + ``_`` + 59 alphanumerics
 ``gitlab-token``          ``glpat- gldt- glrt- glptt- glcbt- gloas- glsoat- glft-
@@ -449,13 +451,14 @@ def _body(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 # Everything after the first run is optional, so a match never fails and the
 # runs inside the repetition are never taken apart again (no backtracking).
 _PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s:,.()]+|\\[rn]|-(?!----))*(?:-----END[ A-Z0-9]{0,40}-----)?")
-_KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{40}")
+_KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{16,}")
 
 
 def _private_key(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     body = _PEM_BODY.match(text, match.end())
     end = body.end()
-    if not _KEY_MATERIAL.search(text, match.end(), end):
+    material = _KEY_MATERIAL.search(text, match.end(), end)
+    if material is None or material.group().islower():
         return []  # a header alone, in prose, or with a placeholder body
     while end > match.end() and (text[end - 1].isspace() or text.startswith("\\n", end - 2)):
         end -= 2 if text.startswith("\\n", end - 2) else 1
