@@ -81,6 +81,7 @@ class Breaker:
         self._warnings = warnings or Warnings()
         self._clock = clock
         self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._parsed: tuple[tuple[int, int, int], dict[str, Any], bool] | None = None  # identity, doc, corrupt
 
     def _now(self) -> int:
         return int(self._clock() * 1000)
@@ -88,21 +89,35 @@ class Breaker:
     # -- file access
 
     def _read(self) -> tuple[dict[str, Any], bool]:
-        """(document, corrupt).  A missing file is an empty document."""
+        """(document, corrupt).  A missing file is an empty document.
+
+        Every call asks the file system (one ``stat``), so a change by any process is seen at
+        once; the parse is reused while the file is the same one (it is only ever replaced
+        atomically, so a change means another inode, size or time).  A flush asks twice per
+        record: this keeps that to two ``stat`` calls.
+        """
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return _empty(), False
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if self._parsed is not None and self._parsed[0] == identity:
+            return _copy(self._parsed[1]), self._parsed[2]
         try:
             data = self.path.read_bytes()
-        except FileNotFoundError:
-            return _empty(), False
         except OSError:
             return _empty(), False
         try:
             document = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            return _empty(), True
-        if (not isinstance(document, dict) or document.get("version") != FILE_VERSION
-                or not isinstance(document.get("endpoints"), dict)):
-            return _empty(), True
-        return document, False
+            document, corrupt = _empty(), True
+        else:
+            corrupt = (not isinstance(document, dict) or document.get("version") != FILE_VERSION
+                       or not isinstance(document.get("endpoints"), dict))
+            if corrupt:
+                document = _empty()
+        self._parsed = (identity, _copy(document), corrupt)
+        return document, corrupt
 
     def _entry(self, document: dict[str, Any]) -> dict[str, int]:
         entry = document["endpoints"].get(self.key)
@@ -254,3 +269,9 @@ def _decide(entry: dict[str, int], now: int) -> Decision | None:
 
 def _empty() -> dict[str, Any]:
     return {"version": FILE_VERSION, "endpoints": {}}
+
+
+def _copy(document: dict[str, Any]) -> dict[str, Any]:
+    """A copy callers may change: the document is two levels of dicts of ints."""
+    return {**document, "endpoints": {key: dict(entry) if isinstance(entry, dict) else entry
+                                      for key, entry in document["endpoints"].items()}}

@@ -156,10 +156,15 @@ class Outbox:
                     "AND claim_until >= ? ORDER BY rowid", (now,)).fetchall()
                 chosen += [rowid for rowid, holder in held if self._holder_is_gone(holder)][:limit - len(chosen)]
                 chosen.sort()
-            tx.conn.executemany("UPDATE records SET claim_token = ?, claim_until = ? WHERE rowid = ?",
-                                [(token, now + lease_seconds, rowid) for rowid in chosen])
-            rows = tx.conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE claim_token = ? ORDER BY rowid",
-                                   (token,)).fetchall() if chosen else []
+            if not chosen:
+                return []
+            marks = ", ".join("?" * len(chosen))
+            tx.execute(f"UPDATE records SET claim_token = ?, claim_until = ? WHERE rowid IN ({marks})",
+                       (token, now + lease_seconds, *chosen))
+            # By rowid, not by claim_token: that column has no index, and a scan per batch
+            # would make a flush quadratic in the size of the index.
+            rows = tx.conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE rowid IN ({marks}) "
+                                   f"ORDER BY rowid", chosen).fetchall()
         return [row_to_record(row) for row in rows]
 
     def _holder_is_gone(self, token: str) -> bool:
@@ -198,12 +203,15 @@ class Outbox:
         the rows stay claimed, are taken over and re-sent under the same Idempotency-Key,
         and the gateway answers with the records it already has.
         """
+        outcomes = list(outcomes)
         with self.index.transaction() as tx:
+            synced = [outcome for outcome in outcomes if outcome.state == "synced"]
+            if synced:
+                _apply_synced(tx, synced)
             for outcome in outcomes:
                 if outcome.state == "synced":
-                    assert outcome.gateway_record is not None
-                    _apply_synced(tx, outcome.local_id, outcome.gateway_record)
-                elif outcome.state == "pending" and not outcome.attempted:
+                    continue
+                if outcome.state == "pending" and not outcome.attempted:
                     tx.execute("UPDATE records SET claim_token = NULL, claim_until = NULL "
                                "WHERE local_id = ? AND state = 'pending'", (outcome.local_id,))
                 elif outcome.state == "pending":
@@ -279,40 +287,63 @@ class Outbox:
                                 "AND state = 'pending'").fetchone()[0]
 
 
-def _apply_synced(tx: _Tx, local_id: str, gateway_record: Mapping[str, Any]) -> None:
-    gateway_id = str(gateway_record["id"])
-    mine = _by_local_id(tx, local_id)
-    text = gateway_record.get("text") if isinstance(gateway_record.get("text"), str) else mine.text
-    updates: dict[str, Any] = {"id": gateway_id, "text": text or mine.text, "state": "synced", "coverage": "full",
-                               "content_hash": content_hash(text or mine.text), "reason": None,
-                               "learned_at": utc_now()}
-    for name in ("created_at", "kind", "project_id", "scope", "agent_id", "superseded_by"):
-        value = gateway_record.get(name)
-        if isinstance(value, str) and value:
-            updates[name] = value
-    already = tx.get(gateway_id) if gateway_id != mine.id else None
-    if already is not None:
-        # The gateway record was learned meanwhile (pull, import): one row, not two.
-        tx.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
-        updates.update(superseded_by=already.superseded_by or updates.get("superseded_by"),
-                       deleted_at=already.deleted_at, private=already.private)
-        synced = replace(mine, **updates)
-        tx.update(synced, where_id=already.id, release_claim=True)
-    else:
-        synced = replace(mine, **updates)
-        # Only what changed: rewriting an unchanged text would re-index it in FTS for nothing,
-        # and this runs once per record of every flush.
-        changed = {name: value for name, value in updates.items() if getattr(mine, name) != value}
-        assignments = "".join(f"{name} = ?, " for name in changed)
-        tx.execute(f"UPDATE records SET {assignments}claim_token = NULL, claim_until = NULL WHERE local_id = ?",
-                   (*changed.values(), local_id))
-    tx.execute("UPDATE records SET supersedes_id = ? WHERE supersedes_id = ?", (gateway_id, local_id))
-    tx.execute("UPDATE records SET superseded_by = ? WHERE superseded_by = ?", (gateway_id, local_id))
-    if synced.supersedes_id:
-        # The gateway marks the target superseded; mirror it so find hides it now.
-        tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
-                   "WHERE id = ? AND superseded_by IS NULL",
-                   (gateway_id, synced.supersede_reason, synced.supersedes_id))
+def _apply_synced(tx: _Tx, outcomes: list[Outcome]) -> None:
+    """Records the gateway accepted adopt its ids, and every reference to their local ids follows.
+
+    This runs for every record of every flush, so the rows are read with one query per batch,
+    each row is updated with only what changed (rewriting an unchanged text would re-index it
+    in FTS for nothing), and local-id references are remapped with one statement per batch.
+    """
+    local_ids = [outcome.local_id for outcome in outcomes]
+    marks = ", ".join("?" * len(local_ids))
+    mine_by_local = {row["local_id"]: row_to_record(row) for row in tx.conn.execute(
+        f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IN ({marks})", local_ids)}
+    gateway_ids = [str(outcome.gateway_record["id"]) for outcome in outcomes if outcome.gateway_record]
+    learned_meanwhile = {row["id"]: row_to_record(row) for row in tx.conn.execute(
+        f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE id IN ({', '.join('?' * len(gateway_ids))}) "
+        f"AND (local_id IS NULL OR local_id NOT IN ({marks}))", (*gateway_ids, *local_ids))}
+    now = utc_now()
+    adopted: set[str] = set()
+    for outcome in outcomes:
+        gateway_record = outcome.gateway_record
+        assert gateway_record is not None
+        mine = mine_by_local.get(outcome.local_id)
+        if mine is None:
+            raise LocalIndexError("that record is not in the local outbox")
+        gateway_id = str(gateway_record["id"])
+        text = gateway_record.get("text") if isinstance(gateway_record.get("text"), str) else None
+        text = text or mine.text
+        updates: dict[str, Any] = {"id": gateway_id, "text": text, "state": "synced", "coverage": "full",
+                                   "reason": None, "learned_at": now}
+        if text != mine.text:
+            updates["content_hash"] = content_hash(text)
+        for name in ("created_at", "kind", "project_id", "scope", "agent_id", "superseded_by"):
+            value = gateway_record.get(name)
+            if isinstance(value, str) and value:
+                updates[name] = value
+        # Learned meanwhile (pull, import), or — from a gateway that answers two keys with one
+        # record — adopted by another record of this very batch.
+        already = learned_meanwhile.get(gateway_id) or (tx.get(gateway_id) if gateway_id in adopted else None)
+        adopted.add(gateway_id)
+        if already is not None:  # one row, not two
+            tx.execute("DELETE FROM records WHERE local_id = ?", (outcome.local_id,))
+            updates.update(superseded_by=already.superseded_by or updates.get("superseded_by"),
+                           deleted_at=already.deleted_at, private=already.private)
+            tx.update(replace(mine, **updates), where_id=already.id, release_claim=True)
+        else:
+            changed = {name: value for name, value in updates.items() if getattr(mine, name) != value}
+            assignments = "".join(f"{name} = ?, " for name in changed)
+            tx.execute(f"UPDATE records SET {assignments}claim_token = NULL, claim_until = NULL "
+                       f"WHERE local_id = ?", (*changed.values(), outcome.local_id))
+        if mine.supersedes_id and not is_local_id(mine.supersedes_id):
+            # The gateway marks the target superseded; mirror it so find hides it now.  (A target
+            # that was itself queued is marked with this local id already, remapped below.)
+            tx.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
+                       "WHERE id = ? AND superseded_by IS NULL",
+                       (gateway_id, mine.supersede_reason, mine.supersedes_id))
+    for column in ("supersedes_id", "superseded_by"):
+        tx.execute(f"UPDATE records SET {column} = (SELECT s.id FROM records AS s WHERE s.local_id = "
+                   f"records.{column}) WHERE {column} IN ({marks})", local_ids)
 
 
 def _mark_target(tx: _Tx, correction: Record) -> None:

@@ -85,7 +85,7 @@ def _request(record: Record) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
 
-def flush(rt: Runtime, *, batch_size: int = 25, progress: Callable[[int, int], None] | None = None,
+def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], None] | None = None,
           budget_s: float | None = None) -> FlushReport:
     """Send the outbox to the gateway until it is empty, the gateway stops answering, or
     ``budget_s`` seconds have passed (then what is left waits for the next flush).

@@ -443,6 +443,10 @@ class HttpClient:
 
 
     def _read_body(self, raw: http.client.HTTPResponse, status: int) -> bytes:
+        if raw.length is not None and not raw.chunked:
+            # A Content-Length already checked against the cap: one read, and read() without
+            # an amount raises IncompleteRead when fewer bytes arrive.
+            return raw.read()
         # read(amt) returns a short read at EOF instead of raising, so completeness is
         # checked here: a Content-Length not fully received is a cut-off answer.
         chunks: list[bytes] = []

@@ -3,7 +3,7 @@ import sys
 import textwrap
 
 from qmem.localindex import LocalIndex, Observation
-from qmem.outbox import Outbox
+from qmem.outbox import Outbox, Outcome
 from qmem.records import NewRecord, is_local_id
 
 from .support import REPO, TempHomeTestCase
@@ -50,7 +50,7 @@ class OutboxTests(TempHomeTestCase):
         script = textwrap.dedent(f"""
             import os
             from qmem.localindex import LocalIndex
-            from qmem.outbox import Outbox
+            from qmem.outbox import Outbox, Outcome
             index = LocalIndex({str(self.path)!r})
             assert len(Outbox(index).claim_batch(5, lease_seconds=3600)) == 1
             os._exit(0)  # dies holding a one-hour claim
@@ -84,6 +84,13 @@ class OutboxTests(TempHomeTestCase):
         row = self.index.get("g-7")
         self.assertEqual((row.local_id, row.state, row.coverage, row.superseded_by),
                          (rec.local_id, "synced", "full", "g-8"))
+
+    def test_two_keys_answered_with_one_record_in_one_batch_make_one_row(self):
+        first, second = self.queue("said once"), self.queue("said twice")
+        self.outbox.record_outcomes([Outcome.synced(first.local_id, {"id": "g-9", "text": "said once"}),
+                                     Outcome.synced(second.local_id, {"id": "g-9", "text": "said once"})])
+        self.assertEqual(self.index.status().records, 1)
+        self.assertEqual(self.index.get("g-9").state, "synced")
 
     def test_failed_and_duplicate_keep_the_text(self):
         a, b, c = self.queue("refused text"), self.queue("similar text"), self.queue("transient")
