@@ -81,6 +81,8 @@ from .localindex import LocalIndex  # noqa: E402
 from .qdrant import QdrantError, ReadOnlyQdrant  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 from .secretscan import scan  # noqa: E402
+from .transport import set_wait_observer  # noqa: E402
+from .waitline import WaitLine  # noqa: E402
 
 __all__ = ["run", "main", "build_parser", "INDEXED_FIELDS", "layout_problems", "ImportRequest", "PointSpool",
            "BatchFailure", "read_source", "write_points", "page_size_for"]
@@ -314,11 +316,16 @@ def _source_status(ctx: AdminContext, url: str, collection: str) -> dict[str, An
     if layout is None:
         return {**report, "reachable": True, "exists": False, "problems": ["the source collection does not exist"]}
     recall = ctx.recall
+    # No assignment expression here: this module must parse on old Pythons, so that its
+    # version guard can say which Python it needs instead of a SyntaxError.
     fits = [name for name, profile in PROFILES.items()
-            if (vector := layout.vectors.get(profile.vector_name)) is not None
-            and vector.dimension == recall.dimension and vector.distance == recall.distance]
+            if _fits(layout.vectors.get(profile.vector_name), recall)]
     described = _describe_layout(layout, PROFILES["qdrant-memory"].vector_name if layout.named else None)
     return {**report, "reachable": True, **described, "importable_as": fits, "problems": []}
+
+
+def _fits(vector: Any, recall: RecallConfig) -> bool:
+    return vector is not None and vector.dimension == recall.dimension and vector.distance == recall.distance
 
 
 def _runtime_status(ctx: AdminContext) -> dict[str, Any]:
@@ -799,6 +806,8 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stderr.isatty():
+        set_wait_observer(WaitLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

@@ -39,6 +39,8 @@ from .runtime import Runtime  # noqa: E402
 from .sessions import ImportReport, SessionImporter, session_roots  # noqa: E402
 from .store import guard_secrets, qmem_store  # noqa: E402
 from .sync import enrich, flush, pull  # noqa: E402
+from .transport import set_wait_observer  # noqa: E402
+from .waitline import WaitLine  # noqa: E402
 
 __all__ = ["run", "main", "build_parser", "STORE_FLUSH_BUDGET_S"]
 
@@ -562,6 +564,8 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stderr.isatty():  # one line while waiting on the network; never through a host's /qmem:local
+        set_wait_observer(WaitLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

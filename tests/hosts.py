@@ -55,7 +55,7 @@ class Host:
         return bool(env.get(self.override)) or self.marker.exists()
 
 
-PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host",))
+PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host", "tests.test_pi_shim"))
 PRIME = Host(f"prime-agent-{PRIME_VERSION}", "QMEM_TEST_PRIME", ("tests.test_prime_host",))
 PRIME_KERNEL = Host(f"prime-kernel-{PRIME_VERSION}", "QMEM_TEST_PRIME_KERNEL",
                     ("tests.test_prime_host.PrimeKernelTests",))

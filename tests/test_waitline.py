@@ -1,6 +1,10 @@
 """Issue 12 item 6: a command waiting on the network says so on a terminal, and says why it stopped."""
 
 import io
+import os
+import pty
+import subprocess
+import sys
 import threading
 import unittest
 
@@ -9,6 +13,7 @@ from qmem.transport import HttpClient, TransportError
 from qmem.waitline import WaitLine
 
 from .fakes import FakeGateway, Fault, refused_url
+from .support import GatewayTestCase
 
 
 class RecordingStream(io.StringIO):
@@ -61,6 +66,40 @@ class WaitLineTests(unittest.TestCase):
             with self.subTest(fragment=fragment), self.assertRaises(TransportError) as caught:
                 client.request("GET", "/v1/status")
             self.assertIn(fragment, caught.exception.message)
+
+
+class CommandOnATerminalTests(GatewayTestCase):
+    def test_store_says_what_it_waits_for_then_why_it_queued(self):
+        self.configure(connectTimeoutMs=60_000)
+        release = threading.Event()
+        self.gateway.inject(Fault.delay_headers(release, path="/v1/memories"))
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        proc = subprocess.Popen([sys.executable, "-m", "qmem.local", "store", "--project", "p", "--text", "slow"],
+                                cwd=self.home, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=slave)
+        os.close(slave)
+        seen = b""
+        while b"waiting for the Memory Gateway" not in seen:  # the line appears after a quiet second
+            chunk = os.read(master, 1024)
+            self.assertTrue(chunk, "stderr closed before the wait line")
+            seen += chunk
+        release.set()
+        out, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn("shared through the Memory Gateway", out.decode())
+        self.assertNotIn(str(self.gateway.port).encode(), seen)
+        self.assertIn(b"gives up after 62 s", seen)
+
+    def test_no_line_off_a_terminal(self):
+        release = threading.Event()
+        self.gateway.inject(Fault.delay_headers(release, path="/v1/memories"))
+        slow_server = threading.Timer(1.5, release.set)  # a gateway slower than the quiet second, not a sync
+        slow_server.start()
+        self.addCleanup(slow_server.cancel)
+        result = self.run_module("qmem.local", "store", "--project", "p", "--text", "quiet")
+        self.assertEqual(result.code, 0, result.stderr)
+        self.assertNotIn("waiting for", result.stderr)
 
 
 if __name__ == "__main__":
