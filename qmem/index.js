@@ -12,7 +12,10 @@
 //   answer says recall is on for this host, and deactivated if a later session says it is off;
 // - the child never keeps the host alive: it is unref'd whenever no request is in flight,
 //   and ended on session_shutdown; a bridge that crashes or hangs is dropped (pending calls
-//   fail, hooks leave the context unchanged) and a new one starts at the next session_start;
+//   fail, hooks leave the context unchanged) and a new one starts only at the next
+//   session_start, so a hung interpreter costs one timeout per session, not one per hook;
+// - a warning raised while the session starts is held until its first prompt or command:
+//   a host may have no client attached yet (Prime's daemon) and would drop it;
 // - QMEM_PYTHON picks the interpreter; PYTHONPATH gets this folder's parent, so no install.
 
 import { spawn } from "node:child_process";
@@ -56,6 +59,7 @@ class Bridge {
     this.ui = null;
     this.stopping = false;
     this.warnedDead = false;
+    this.down = false; // died unexpectedly in this session: not restarted before the next one
   }
 
   get alive() {
@@ -114,6 +118,7 @@ class Bridge {
       reject(new Error(BRIDGE_STOPPED));
     }
     this.pending.clear();
+    if (!expected) this.down = true;
     if (!expected && !this.warnedDead) {
       this.warnedDead = true;
       const tooOld = which && PYTHON_TOO_OLD.exec(which.stderrHead || "");
@@ -244,14 +249,22 @@ export default function qmem(pi) {
   const definitions = loadDefinitions();
   const tools = definitions.tools || [];
   let lastCtx = null;
+  // Between session_start and the session's first prompt or command, warnings wait here.
+  let starting = false;
+  const held = [];
   const report = (message, level) => {
-    if (lastCtx && lastCtx.hasUI) lastCtx.ui.notify(message, level);
+    if (starting && lastCtx && lastCtx.hasUI) held.push([message, level]);
+    else if (lastCtx && lastCtx.hasUI) lastCtx.ui.notify(message, level);
     else process.stderr.write(message + "\n");
   };
   const bridge = new Bridge(report);
   const ensure = (ctx) => {
     if (ctx) lastCtx = ctx;
-    if (!bridge.alive) bridge.start();
+    if (starting) {
+      starting = false;
+      for (const [message, level] of held.splice(0)) report(message, level);
+    }
+    if (!bridge.alive && !bridge.down) bridge.start();
   };
 
   // Tools that need recall (memory_search) are offered only where the bridge says recall is on.
@@ -292,7 +305,9 @@ export default function qmem(pi) {
 
   pi.on("session_start", async (_event, ctx) => {
     lastCtx = ctx;
+    starting = true;
     bridge.warnedDead = false;
+    bridge.down = false;
     bridge.start();
     const h = header(ctx);
     // Not awaited: the background flush must never delay the session's start.
