@@ -1,4 +1,4 @@
-"""``python -m qmem.admin``: the human-operated admin CLI — ``init``, ``status``, ``import-hermes``.
+"""``python3 -m qmem.admin``: the human-operated admin CLI — ``init``, ``status``, ``import-hermes``.
 
 Nothing on the runtime path imports this module (or :mod:`qmem.adminqdrant` and
 :mod:`qmem.hermesimport`, which only it uses), and no model can reach it: it is run by a
@@ -112,8 +112,8 @@ def build_parser() -> CommandParser:
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (errors included)")
     parser = CommandParser(prog=PROG, description="qmem's admin CLI: the curated Qdrant collection and "
                                                   "imports from a Hermes agent (human-operated).",
-                           epilog=examples("python -m qmem.admin status", "python -m qmem.admin init",
-                                           "python -m qmem.admin COMMAND --help    # each command's options"))
+                           epilog=examples("python3 -m qmem.admin status", "python3 -m qmem.admin init",
+                                           "python3 -m qmem.admin COMMAND --help    # each command's options"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
@@ -125,15 +125,15 @@ def build_parser() -> CommandParser:
                                "recall.distance, recall.vectorName) with keyword indexes on host, status, "
                                "secret_scan, project and source_type. A matching collection is left alone; a "
                                "mismatch is reported and left untouched (exit 1). Needs QMEM_ADMIN_QDRANT_API_KEY.",
-                   epilog=examples("python -m qmem.admin init", "python -m qmem.admin init --json"))
+                   epilog=examples("python3 -m qmem.admin init", "python3 -m qmem.admin init --json"))
 
     status = sub.add_parser("status", parents=[common], help="read-only health of destination, source, runtime, "
                                                               "breakers and local index",
                             description="Read-only: the destination collection (admin key), a Hermes source if "
                                         "given (source key), runtime health with the runtime key, the breakers and "
                                         "the local index. Exit 1 when anything checked is unhealthy.",
-                            epilog=examples("python -m qmem.admin status",
-                                            "python -m qmem.admin status --source-url http://127.0.0.1:6333 "
+                            epilog=examples("python3 -m qmem.admin status",
+                                            "python3 -m qmem.admin status --source-url http://127.0.0.1:6333 "
                                             "--source-collection hermes_memories"))
     status.add_argument("--source-url", metavar="URL", help="also inspect a Hermes source Qdrant")
     status.add_argument("--source-collection", metavar="NAME", help="the source collection (with --source-url)")
@@ -145,10 +145,10 @@ def build_parser() -> CommandParser:
                                      "PLAN_ID with the same arguments writes exactly that plan (or nothing, when "
                                      "the source changed).",
                          epilog=examples(
-                             "python -m qmem.admin import-hermes --source-url http://127.0.0.1:6333 "
+                             "python3 -m qmem.admin import-hermes --source-url http://127.0.0.1:6333 "
                              "--source-collection hermes_memories --target-host pi --project shop "
                              "--source-model bge-m3 --dry-run",
-                             "python -m qmem.admin import-hermes … --approve PLAN_ID    # the same arguments"))
+                             "python3 -m qmem.admin import-hermes … --approve PLAN_ID    # the same arguments"))
     imp.add_argument("--source-url", metavar="URL", required=True, help="the Hermes Qdrant (no credentials in it)")
     imp.add_argument("--source-collection", metavar="NAME", required=True,
                      help="the Hermes collection to read (only read, never written)")
@@ -303,7 +303,7 @@ def _destination_status(ctx: AdminContext) -> dict[str, Any]:
         return {**report, **reached}
     if layout is None:
         return {**report, "reachable": True, "exists": False,
-                "problems": ["the collection does not exist; run `python -m qmem.admin init`"]}
+                "problems": ["the collection does not exist; run `python3 -m qmem.admin init`"]}
     return {**report, "reachable": True, **_describe_layout(layout, ctx.recall.vector_name),
             "problems": layout_problems(layout, ctx.recall)}
 
@@ -600,7 +600,7 @@ def _check_destination(destination: AdminQdrant, recall: RecallConfig) -> None:
     layout = destination.collection_info()
     if layout is None:
         raise QmemError(f"the destination collection {recall.collection} does not exist; run "
-                        f"`python -m qmem.admin init` first", category="destination")
+                        f"`python3 -m qmem.admin init` first", category="destination")
     problems = layout_problems(layout, recall)
     if problems:
         raise QmemError(f"the destination collection {recall.collection} does not match the configuration: "

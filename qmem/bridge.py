@@ -1,4 +1,4 @@
-"""``python -m qmem.bridge``: the pi / Prime adapter's Python side, JSON lines on stdio.
+"""``python3 -m qmem.bridge``: the pi / Prime adapter's Python side, JSON lines on stdio.
 
 The JavaScript shim (``index.js``) spawns this module and relays the host's events.
 Every line is one JSON object; stdout carries nothing else (``print`` goes to stderr).

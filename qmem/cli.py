@@ -1,7 +1,7 @@
 """What qmem's command-line front ends share: an argparse that never exits, and output.
 
 :class:`CommandParser` raises instead of printing and calling ``sys.exit``, so the
-same parser can serve a terminal (``python -m qmem.local``) and a host's slash command
+same parser can serve a terminal (``python3 -m qmem.local``) and a host's slash command
 (``/qmem:local``) whose stdout is a protocol channel.  :class:`Outcome` is what a
 command produced; only :func:`emit` writes it out.
 

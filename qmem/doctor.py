@@ -1,4 +1,4 @@
-"""``python -m qmem.local doctor``: is this qmem set up right?  One report, every part.
+"""``python3 -m qmem.local doctor``: is this qmem set up right?  One report, every part.
 
 Promises:
 
@@ -276,7 +276,7 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
             problems.append(f"gateway: {gateway['error']}")
         if gateway.get("reachable") and gateway["breaker"]["state"] == "open":
             warnings.append(f"the gateway answers but its circuit breaker is open for "
-                            f"{gateway['breaker']['retry_in_ms'] / 1000:.0f} s more: `python -m qmem.local breaker "
+                            f"{gateway['breaker']['retry_in_ms'] / 1000:.0f} s more: `python3 -m qmem.local breaker "
                             f"reset` closes it now")
 
     recall_report: dict[str, Any] = {"configured": recall.configured, "enabled": recall.enabled,
@@ -312,10 +312,10 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
             warnings.append(f"{host}: {found.path} is not qmem")
         elif found.kind in ("link", "copy") and found.version != __version__:
             warnings.append(f"{host} has qmem {found.version}, this is {__version__}"
-                            + (f": `python -m qmem.local install {host} --copy` updates it"
+                            + (f": `python3 -m qmem.local install {host} --copy` updates it"
                                if found.kind == "copy" else ""))
         if host == "hermes" and found.kind in ("link", "copy") and found.hermes_enabled is False:
-            warnings.append("hermes: qmem is installed but not in plugins.enabled: `python -m qmem.local install "
+            warnings.append("hermes: qmem is installed but not in plugins.enabled: `python3 -m qmem.local install "
                             "hermes` enables it")
 
     document = {

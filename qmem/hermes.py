@@ -7,7 +7,7 @@ Promises:
   dict (plus keyword arguments Hermes adds) and always returns a JSON string — ``{"ok":
   true, "text", "details"}`` or ``{"ok": false, "error", "category"}`` — because Hermes'
   registry accepts only strings.
-* Registers ``/qmem:local`` (the same subcommands as ``python -m qmem.local``) and
+* Registers ``/qmem:local`` (the same subcommands as ``python3 -m qmem.local``) and
   ``/qmem:config`` (quick mode: ``url``, ``apikey`` — for this process only — ``test``, ``show``).
 * **No automatic recall**: Hermes stores the context its ``pre_llm_call`` hook returns in its
   session database and sends it again on later turns, which would break the promise that

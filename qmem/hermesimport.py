@@ -1,7 +1,7 @@
 """Importing a Hermes agent's Qdrant memories: source contracts, normalization, the plan id.
 
 Everything here is pure (no I/O), so that each rule can be tested on its own.
-``python -m qmem.admin import-hermes`` reads the source through
+``python3 -m qmem.admin import-hermes`` reads the source through
 :class:`qmem.adminqdrant.SourceProjection`, passes every point to
 :func:`normalize_point` and every outcome to a :class:`PlanManifest`; it is the only
 user of this module, and nothing on the runtime path imports it.

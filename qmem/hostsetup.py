@@ -292,7 +292,7 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
     found = inspect(host, env)
     path = where.path
     result = SetupResult(host, path, "installed", mode=mode, source=source)
-    uninstall_hint = f"`python -m qmem.local uninstall {host}`"
+    uninstall_hint = f"`python3 -m qmem.local uninstall {host}`"
     try:
         if found.kind == "absent":
             where.directory.mkdir(parents=True, exist_ok=True)
@@ -312,7 +312,7 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
             if found.this_qmem:  # running from the installed folder itself
                 result.action, result.mode = "unchanged", "copy"
             elif not copy:
-                raise SetupError(f"{path} holds a copy of qmem {found.version}; run `python -m qmem.local install "
+                raise SetupError(f"{path} holds a copy of qmem {found.version}; run `python3 -m qmem.local install "
                                  f"{host} --copy` to update it, or {uninstall_hint} first to link instead")
             elif _same_content(path, source):
                 result.action = "unchanged"
@@ -337,10 +337,10 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
             result.notes.append(note)
     if result.action == "unchanged":
         return result
-    result.notes.append({"pi": "next: start pi and run /qmem:local status (or: python -m qmem.local doctor)",
-                         "prime": "next: start prime-agent and run /qmem:local status (or: python -m qmem.local "
+    result.notes.append({"pi": "next: start pi and run /qmem:local status (or: python3 -m qmem.local doctor)",
+                         "prime": "next: start prime-agent and run /qmem:local status (or: python3 -m qmem.local "
                                   "doctor)",
-                         "hermes": "next: start hermes and run /qmem:local status (or: python -m qmem.local "
+                         "hermes": "next: start hermes and run /qmem:local status (or: python3 -m qmem.local "
                                    "doctor)"}[host])
     return result
 

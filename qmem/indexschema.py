@@ -47,7 +47,7 @@ _STEMMED = 3  # the version whose migration creates the stemmed full-text table,
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 RECOVERY = (
-    "move it aside (qmem leaves it untouched) and run `python -m qmem.local import` to rebuild "
+    "move it aside (qmem leaves it untouched) and run `python3 -m qmem.local import` to rebuild "
     "the index from session files; records still queued live only in that file, so keep it "
     "and try `sqlite3 qmem.sqlite .recover` on a copy"
 )

@@ -1,4 +1,4 @@
-"""``python -m qmem.local``: the offline CLI over the local index and the outbox, and the setup commands.
+"""``python3 -m qmem.local``: the offline CLI over the local index and the outbox, and the setup commands.
 
 Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store`` work with no server at
 all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
@@ -69,9 +69,9 @@ def build_parser() -> CommandParser:
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (errors included)")
     parser = CommandParser(
         prog=PROG, description="qmem's offline memory (a local SQLite index and outbox) and its setup.",
-        epilog=examples("python -m qmem.local doctor", "python -m qmem.local install pi",
-                        "python -m qmem.local find deploy --project shop",
-                        "python -m qmem.local COMMAND --help    # each command's options and examples"))
+        epilog=examples("python3 -m qmem.local doctor", "python3 -m qmem.local install pi",
+                        "python3 -m qmem.local find deploy --project shop",
+                        "python3 -m qmem.local COMMAND --help    # each command's options and examples"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
@@ -84,23 +84,25 @@ def build_parser() -> CommandParser:
     command("status", "records, coverage, lag, duplicates, queue, schema",
             "What the local index holds: records (full text or excerpts), hidden ones, how old the newest "
             "imported or pulled record is, duplicates, the outbox and the schema version.",
-            "python -m qmem.local status", "python -m qmem.local status --json")
+            "python3 -m qmem.local status", "python3 -m qmem.local status --json")
 
     imp = command("import", "learn records from pi and Prime session files",
                   "Read pi and Prime session files and learn the qmem records their tool calls saw; a store "
                   "that was only queued when the session ran goes back into the outbox. Incremental: an "
                   "unchanged file costs one stat. `doctor` shows the session directories it reads.",
-                  "python -m qmem.local import", "python -m qmem.local import --host prime")
+                  "python3 -m qmem.local import", "python3 -m qmem.local import --host prime")
     imp.add_argument("--host", choices=("pi", "prime"), help="only this host's sessions")
 
     find = command("find", "search the local index (lexical)",
-                   "Search the local index word by word (literally, as prefixes, accents ignored). Records "
-                   "with all the words come first; superseded, private, deleted and expired records are "
+                   "Search the local index word by word: each word matches by its stem (visited finds visit), "
+                   "accents ignored, never as search syntax; common words (what, the, did…) are left out unless "
+                   "the query has nothing else. Records with all the words come first, then the list is filled "
+                   "with records that have some of them. Superseded, private, deleted and expired records are "
                    "hidden unless asked for. No semantic scores: this is the offline search.",
-                   "python -m qmem.local find blue-green deploy",
-                   "python -m qmem.local find postgres --project shop --kind decision --limit 20",
-                   "python -m qmem.local find postgres --superseded    # with the corrections' lineage")
-    find.add_argument("query", nargs="+", help="words to look for (taken literally: no operators, no quotes)")
+                   "python3 -m qmem.local find blue-green deploy",
+                   "python3 -m qmem.local find postgres --project shop --kind decision --limit 20",
+                   "python3 -m qmem.local find postgres --superseded    # with the corrections' lineage")
+    find.add_argument("query", nargs="+", help="words to look for (matched by their stem; no operators, no quotes)")
     find.add_argument("--project", help="only records of this project_id")
     find.add_argument("--kind", choices=KINDS, help="only records of this kind")
     find.add_argument("--limit", type=_limit, default=10,
@@ -116,15 +118,15 @@ def build_parser() -> CommandParser:
     command("queue", "the outbox: pending, synced, duplicate, failed",
             "The outbox: records queued here (⏳ pending), sent (synced), refused as duplicates (≈) or "
             "failed (✗, with the reason). Queued records live only in the local index until sent.",
-            "python -m qmem.local queue", "python -m qmem.local queue --json")
+            "python3 -m qmem.local queue", "python3 -m qmem.local queue --json")
 
     store = command("store", "save a record (queued when the gateway is away)",
                     "Save one memory record. With a gateway it is sent at once, and then older queued records "
                     f"are sent for up to {STORE_FLUSH_BUDGET_S:g} s (the rest is left to `flush`); without one, "
                     "or with --queue-only, it is queued in the local outbox and findable at once.",
-                    'python -m qmem.local store --project shop --text "Deploys use blue-green switching"',
-                    "git log -1 --format=%B | python -m qmem.local store --project shop --kind episode --text -",
-                    'python -m qmem.local store --project shop --supersedes ID --reason "moved to v17" '
+                    'python3 -m qmem.local store --project shop --text "Deploys use blue-green switching"',
+                    "git log -1 --format=%B | python3 -m qmem.local store --project shop --kind episode --text -",
+                    'python3 -m qmem.local store --project shop --supersedes ID --reason "moved to v17" '
                     '--text "The database is Postgres 17"')
     store.add_argument("--project", required=True, help="the project_id the record belongs to (required)")
     store.add_argument("--text", required=True,
@@ -144,19 +146,19 @@ def build_parser() -> CommandParser:
     command("flush", "send queued records to the gateway now",
             "Send the outbox to the Memory Gateway. Exit 1 when it stops with records left (gateway "
             "unreachable, breaker open, API key refused); the report says how many.",
-            "python -m qmem.local flush", "python -m qmem.local flush --json")
+            "python3 -m qmem.local flush", "python3 -m qmem.local flush --json")
     enrich_cmd = command("enrich", "complete partial records from the gateway",
                          "Fetch the full text of records known only as search excerpts. Exit 1 when it stops "
-                         "before the end.", "python -m qmem.local enrich", "python -m qmem.local enrich --all")
+                         "before the end.", "python3 -m qmem.local enrich", "python3 -m qmem.local enrich --all")
     enrich_cmd.add_argument("--all", action="store_true", help="refresh every record, not only partial ones")
     command("pull", "incremental pull from the gateway's export",
             "Read the gateway's export from where the last pull stopped (deleted records become tombstones, "
             "see find --deleted). Exit 1 when it stops before the end.",
-            "python -m qmem.local pull", "python -m qmem.local pull --json")
+            "python3 -m qmem.local pull", "python3 -m qmem.local pull --json")
     breaker = command("breaker", "show or reset the gateway circuit breaker",
                       "Show the Memory Gateway's circuit breaker (shared by every qmem process of this user): "
                       "closed, open (calls fail fast, with the time left) or half-open. `breaker reset` closes it.",
-                      "python -m qmem.local breaker", "python -m qmem.local breaker reset")
+                      "python3 -m qmem.local breaker", "python3 -m qmem.local breaker reset")
     breaker.add_argument("action", nargs="?", choices=("reset",), help="'reset' closes the breaker")
     # The older spelling, kept working: `breaker --reset`.
     breaker.add_argument("--reset", action="store_true", help=argparse.SUPPRESS)
@@ -167,7 +169,7 @@ def build_parser() -> CommandParser:
             "Memory Gateway and (when configured) Qdrant and the embeddings service, the breakers, the local "
             "index and which hosts have qmem installed. It changes nothing: the probes go around the shared "
             "circuit breakers, which are shown as they are. Exit 1 when anything configured is unhealthy.",
-            "python -m qmem.local doctor", "python -m qmem.local doctor --json")
+            "python3 -m qmem.local doctor", "python3 -m qmem.local doctor --json")
 
     for name, verb in (("install", "install"), ("uninstall", "remove")):
         summary = (f"{verb} qmem in pi, Prime or Hermes" if name == "install"
@@ -183,8 +185,8 @@ def build_parser() -> CommandParser:
             "Remove the link or the copy that install made (never a folder with files qmem does not know); "
             "for Hermes also take qmem out of plugins.enabled. Your memories stay in the data directory "
             "(records still queued live only there).")
-        cmd = command(name, summary, description, f"python -m qmem.local {name} pi",
-                      f"python -m qmem.local {name} hermes" + (" --copy" if name == "install" else ""))
+        cmd = command(name, summary, description, f"python3 -m qmem.local {name} pi",
+                      f"python3 -m qmem.local {name} hermes" + (" --copy" if name == "install" else ""))
         cmd.add_argument("host", choices=HOSTS, help="the host: pi, prime or hermes")
         if name == "install":
             cmd.add_argument("--copy", action="store_true",
@@ -192,11 +194,11 @@ def build_parser() -> CommandParser:
                                   "run install --copy again to update it)")
 
     mcp = command("mcp-config", "print a ready MCP server entry for a client",
-                  "Print the server entry that runs `python -m qmem.mcp` with this interpreter (its absolute "
+                  "Print the server entry that runs `python3 -m qmem.mcp` with this interpreter (its absolute "
                   "path) and, unless qmem is installed in it, the PYTHONPATH that finds this qmem. The API key "
                   "is a placeholder: its value is never printed.",
-                  "python -m qmem.local mcp-config claude", "python -m qmem.local mcp-config codex >> "
-                  "~/.codex/config.toml", "python -m qmem.local mcp-config json")
+                  "python3 -m qmem.local mcp-config claude", "python3 -m qmem.local mcp-config codex >> "
+                  "~/.codex/config.toml", "python3 -m qmem.local mcp-config json")
     mcp.add_argument("client", choices=MCP_CLIENTS,
                      help="claude (a `claude mcp add` command), codex (TOML), hermes (YAML), prime "
                           "(a `prime-agent mcp add` command) or json (an mcpServers document)")
@@ -244,6 +246,11 @@ def render_find(result: FindResult) -> str:
     head = f"{count} result{'s' if count != 1 else ''} from the local index (lexical, no semantic scores)"
     if result.partial:
         head += "\npartial match: no record has all the words; these have some of them"
+    elif result.complete < count:
+        first = "the first has" if result.complete == 1 else f"the first {result.complete} have"
+        head += f"\n{first} all the words; the rest have some of them"
+    if result.stopwords:
+        head += f"\n(common words left out: {', '.join(result.stopwords)})"
     if result.dropped_terms:
         head += f"\n(only the first {len(result.terms)} distinct words were used)"
     lines = [head]
@@ -302,7 +309,7 @@ def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -
     if looked:
         where = ", ".join(f"{_ROOT_NAMES.get(root['label'], root['label'])} "
                           f"({'found' if root['found'] else 'no directory'})" for root in looked)
-        text += f"\nlooked in: {where} (`python -m qmem.local doctor` shows the directories)"
+        text += f"\nlooked in: {where} (`python3 -m qmem.local doctor` shows the directories)"
     return text
 
 
@@ -370,7 +377,7 @@ def _read_text_argument(value: str) -> str:
 
 def _queued_note(count: int) -> str:
     return (f"{count} older queued record{'s are' if count != 1 else ' is'} still waiting: "
-            f"`python -m qmem.local flush` sends {'them' if count != 1 else 'it'}")
+            f"`python3 -m qmem.local flush` sends {'them' if count != 1 else 'it'}")
 
 
 def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
@@ -384,7 +391,7 @@ def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
         guard_secrets(record)
         pending = rt.outbox.enqueue(record, tool="qmem-local store")
         text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
-                f"by `python -m qmem.local flush` when the gateway is reachable")
+                f"by `python3 -m qmem.local flush` when the gateway is reachable")
         return {"queued": True, "shared": False, "record": pending.to_json()}, text
     # After a successful store, send what was queued before, for a bounded time: a long backlog
     # is flush's job (hosts flush in the background), not something a store waits for.

@@ -1,4 +1,4 @@
-"""``python -m qmem.mcp``: the qmem tools for any MCP client, over stdio, standard library only.
+"""``python3 -m qmem.mcp``: the qmem tools for any MCP client, over stdio, standard library only.
 
 Promises:
 
@@ -25,7 +25,7 @@ Promises:
   same text pi and Prime append to the system prompt, machine identification included.
 * **Always an answer.** Text that cannot be encoded (a lone surrogate a client sent) is
   a tool error naming the argument, never -32603, and an answer is always written.
-* ``python -m qmem.mcp --version`` prints the version; on a Python older than 3.10 the server
+* ``python3 -m qmem.mcp --version`` prints the version; on a Python older than 3.10 the server
   prints one line and exits 1 before reading anything.
 """
 
@@ -227,7 +227,7 @@ class McpServer:
         return result
 
 
-USAGE = "usage: python -m qmem.mcp [--version]  (an MCP server on stdio: run it from an MCP client)"
+USAGE = "usage: python3 -m qmem.mcp [--version]  (an MCP server on stdio: run it from an MCP client)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,8 +1,8 @@
-"""Ready-to-paste MCP server entries for qmem (``python -m qmem.local mcp-config CLIENT``).
+"""Ready-to-paste MCP server entries for qmem (``python3 -m qmem.local mcp-config CLIENT``).
 
 Promises:
 
-* The entry runs ``python -m qmem.mcp`` with **this** interpreter, by its absolute path
+* The entry runs ``python3 -m qmem.mcp`` with **this** interpreter, by its absolute path
   (``sys.executable``): the one that has just run, so it is ≥ 3.10 and finds this qmem.
 * ``PYTHONPATH`` is the directory that contains this ``qmem`` package, unless the package is
   installed in that interpreter's site-packages (then it needs none).
@@ -107,7 +107,7 @@ def render(client: str, entry: ServerEntry) -> str:
         line = " ".join(["prime-agent", "mcp", "add", "qmem", "--env", f"{KEY_VARIABLE}={KEY_VARIABLE}", "--",
                          *command])
         return "\n".join(_notes(entry, f"Prime passes its own ${KEY_VARIABLE} to the server; in Prime the extension "
-                                       f"(python -m qmem.local install prime) is the better fit: it adds recall")
+                                       f"(python3 -m qmem.local install prime) is the better fit: it adds recall")
                          + [line])
     env_pairs = [(name, value) for name, value in entry.env.items()]
     if client == "codex":
@@ -120,7 +120,7 @@ def render(client: str, entry: ServerEntry) -> str:
         ])
     if client == "hermes":
         return "\n".join(_notes(entry, f"in $HERMES_HOME/config.yaml (default ~/.hermes); replace {KEY_PLACEHOLDER} "
-                                       f"with your key. `python -m qmem.local install hermes` installs the plugin "
+                                       f"with your key. `python3 -m qmem.local install hermes` installs the plugin "
                                        f"instead") + [
             "mcp_servers:",
             "  qmem:",

@@ -7,7 +7,7 @@ An adapter (the pi/Prime bridge, the MCP server, the Hermes plugin) creates one
   ``qmem_get`` and ``memory_search``: name, label, description, prompt snippet, prompt
   guidelines (the binding rules) and a JSON-schema ``parameters``.  ``tools.json`` beside
   this file is the same data for the JavaScript shim, which must register tools before
-  any Python runs; a test keeps the two identical (``python -m qmem.plugin --tools-json``).
+  any Python runs; a test keeps the two identical (``python3 -m qmem.plugin --tools-json``).
 * :meth:`PluginSession.call_tool` returns ``{"content": [{"type": "text", "text"}],
   "details": {"qmem": 1, …}}`` and raises :class:`~qmem.errors.QmemError` for a failure,
   which the host shows as a tool error.
@@ -16,7 +16,7 @@ An adapter (the pi/Prime bridge, the MCP server, the Hermes plugin) creates one
   this machine's identification) while a qmem tool is active;
   :meth:`~PluginSession.context` is auto-recall (see :mod:`qmem.recall`).
 * Commands ``/qmem:config`` (menu or ``url <URL> | apikey <KEY> | test | show``) and
-  ``/qmem:local`` (the same subcommands as ``python -m qmem.local``, sharing its code).
+  ``/qmem:local`` (the same subcommands as ``python3 -m qmem.local``, sharing its code).
   The API key is set for this process only — never written to a file.
 """
 
@@ -527,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args == ["--tools-json"]:
         sys.stdout.write(json.dumps(tools_document(), indent=2, ensure_ascii=False) + "\n")
         return 0
-    sys.stderr.write("usage: python -m qmem.plugin --tools-json\n")
+    sys.stderr.write("usage: python3 -m qmem.plugin --tools-json\n")
     return 2
 
 

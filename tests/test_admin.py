@@ -1,4 +1,4 @@
-"""``python -m qmem.admin`` against a fake source and a fake destination Qdrant on 127.0.0.1.
+"""``python3 -m qmem.admin`` against a fake source and a fake destination Qdrant on 127.0.0.1.
 
 The source fake knows only a read-only key, the destination an admin (read-write) and a
 runtime (read-only) key; both record every request, which is how these tests show that the
@@ -418,7 +418,7 @@ class ImportTests(AdminTestCase):
         self.destination.drop_collection("qmem_memories")
         outcome = self.admin(*self.import_args("dry-run"))
         self.assertEqual(outcome.code, 1)
-        self.assertIn("run `python -m qmem.admin init` first", outcome.error)
+        self.assertIn("run `python3 -m qmem.admin init` first", outcome.error)
         self.assertEqual(self.destination.mutations(), [])
         self.assertSourceUntouched()
 
@@ -513,7 +513,7 @@ class PointSpoolTests(AdminTestCase):
 
 
 class CommandLineTests(AdminTestCase):
-    """Real ``python -m qmem.admin`` subprocesses with a temporary HOME."""
+    """Real ``python3 -m qmem.admin`` subprocesses with a temporary HOME."""
 
     def cli(self, *args: str):
         result = self.run_module("qmem.admin", *args)
@@ -551,7 +551,7 @@ class CommandLineTests(AdminTestCase):
         for name, command in sub.choices.items():
             with self.subTest(command=name):
                 self.assertTrue(command.description)
-                self.assertIn(f"python -m qmem.admin {name}", command.epilog or "")
+                self.assertIn(f"python3 -m qmem.admin {name}", command.epilog or "")
                 self.assertTrue(all(action.help for action in command._actions), name)
         from qmem import __version__
 

@@ -105,7 +105,7 @@ class InstallTests(TempHomeTestCase):
         self.cli("install", "pi")
         result = self.cli("install", "pi", "--copy")
         self.assertEqual(result.code, 1)
-        self.assertIn("is a link to this qmem; run `python -m qmem.local uninstall pi` first", result.stderr)
+        self.assertIn("is a link to this qmem; run `python3 -m qmem.local uninstall pi` first", result.stderr)
         self.cli("uninstall", "pi")
         self.cli("install", "pi", "--copy")
         result = self.cli("install", "pi")

@@ -1,4 +1,4 @@
-"""``python -m qmem.local`` as a user runs it: real subprocesses, a temporary HOME."""
+"""``python3 -m qmem.local`` as a user runs it: real subprocesses, a temporary HOME."""
 
 import hashlib
 import json
@@ -185,13 +185,13 @@ class CliTests(TempHomeTestCase):
         for name, command in sub.choices.items():
             with self.subTest(command=name):
                 self.assertTrue(command.description and len(command.description) > 40, name)
-                self.assertIn(f"python -m qmem.local {name}", command.epilog or "")
+                self.assertIn(f"python3 -m qmem.local {name}", command.epilog or "")
                 for action in command._actions:
                     if action.help != "==SUPPRESS==":
                         self.assertTrue(action.help, f"{name}: {action.dest} has no help")
         help_text = self.cli("find", "--help").stdout
         self.assertIn("examples:", help_text)
-        self.assertIn("\n  python -m qmem.local find", help_text)  # examples keep their lines
+        self.assertIn("\n  python3 -m qmem.local find", help_text)  # examples keep their lines
         store_help = " ".join(self.cli("store", "--help").stdout.split())
         self.assertIn("does not make the record private", store_help)  # --scope vs private records
 
@@ -377,7 +377,7 @@ class GatewayCliTests(GatewayTestCase):
         self.assertGreater(backlog["still_queued"], 0)  # the rest is flush's job
         self.assertEqual(backlog["still_queued"], 20 - len([t for t in gateway.count_by_text() if "backlog" in t]))
         text = self.cli("store", "--project", "p", "--text", "another fresh one")
-        self.assertRegex(text.stdout, r"\n\d+ older queued records? (is|are) still waiting: `python -m qmem.local "
+        self.assertRegex(text.stdout, r"\n\d+ older queued records? (is|are) still waiting: `python3 -m qmem.local "
                                       r"flush` sends")
 
     def test_breaker_reset_is_one_form_and_the_old_one_still_works(self):
