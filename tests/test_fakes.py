@@ -14,7 +14,6 @@ import math
 import socket
 import struct
 import threading
-import time
 import unittest
 import uuid
 from typing import Any, Mapping
@@ -243,9 +242,7 @@ class FakeServerBaseTests(unittest.TestCase):
             call(self.srv, "GET", "/slower", timeout=SHORT)
 
     def test_wait_for_requests_times_out(self) -> None:
-        start = time.monotonic()
-        self.assertFalse(self.srv.wait_for_requests(1, timeout=0.02))
-        self.assertLess(time.monotonic() - start, 1.0)
+        self.assertFalse(self.srv.wait_for_requests(1, timeout=0.02))  # returns, saying nothing came
 
     def test_handler_exception_becomes_500_and_is_recorded(self) -> None:
         self.srv.fail = True
@@ -283,9 +280,7 @@ class LifecycleTests(unittest.TestCase):
         idle = socket.create_connection(("127.0.0.1", srv.port), timeout=2)  # keep-alive idle
         socks.append(idle)
         self.assertTrue(srv.wait_for_requests(3, timeout=2))
-        start = time.monotonic()
-        srv.stop()
-        self.assertLess(time.monotonic() - start, 1.0)
+        srv.stop()  # returns at all only because it releases every hang, stall and delay at once
         for s in socks:
             # every connection ends: FIN after the (partial) answer, or RST for
             # a connection still in the listen backlog when stop() closed it
@@ -763,7 +758,6 @@ class QdrantTests(unittest.TestCase):
         pool = [embed_text(f"pool {i}", 64) for i in range(8)]
         self.q.create_collection("big", 64)
         self.q.add_points("big", ((i, pool[i % 8], {"n": i}) for i in range(20_000)))
-        start = time.monotonic()
         total, offset = 0, None
         while True:
             body: dict[str, Any] = {"limit": 1000, "with_vector": True}
@@ -775,7 +769,6 @@ class QdrantTests(unittest.TestCase):
             if offset is None:
                 break
         self.assertEqual(total, 20_000)
-        self.assertLess(time.monotonic() - start, 10.0)
 
 
 # ===============================================================  embeddings

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 
 from .fakes import refused_url
 from .hosts import MCP_VERSION, mcp_python
@@ -176,9 +175,7 @@ class RawProtocolTests(GatewayTestCase):
         self.assertTrue(all("result" in a for a in answers))
 
     def test_eof_ends_the_server_promptly(self):
-        started = time.monotonic()
-        answers, stderr = self.exchange(self.initialize())
-        self.assertLess(time.monotonic() - started, 10)
+        answers, stderr = self.exchange(self.initialize())  # exchange waits for the exit (and fails past 60 s)
         self.assertEqual(len(answers), 1)
         self.assertNotIn("Traceback", stderr)
 
@@ -192,6 +189,7 @@ SDK_CLIENT = textwrap.dedent("""
         params = StdioServerParameters(command=sys.argv[1], args=["-m", "qmem.mcp"], env=json.loads(sys.argv[2]),
                                        cwd=sys.argv[3])
         out = {}
+        plain_started = asyncio.get_running_loop().time()
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write, read_timeout_seconds=60) as session:
                 init = await session.initialize()
@@ -207,6 +205,7 @@ SDK_CLIENT = textwrap.dedent("""
                                  "text": searched.content[0].text}
                 bad = await session.call_tool("qmem_get", {})
                 out["bad"] = {"error": bad.is_error, "text": bad.content[0].text}
+        out["plain_seconds"] = asyncio.get_running_loop().time() - plain_started
         # The high-level client probes with server/discover first and must fall back at once.
         started = asyncio.get_running_loop().time()
         async with mcp.Client(params) as client:
@@ -255,7 +254,9 @@ class SdkClientTests(GatewayTestCase):
         self.assertNotIn("fallback", out["search"]["structured"])
         self.assertTrue(out["bad"]["error"])
         self.assertEqual(out["auto_tools"], 5)
-        self.assertLess(out["auto_seconds"], 5)  # -32601 to server/discover: no 10 s stall
+        # -32601 to server/discover: the probing client falls back at once, no 10 s stall.  It lists tools
+        # only, so it takes less than the plain session that stored and searched; 3x leaves room for load.
+        self.assertLess(out["auto_seconds"], 3 * out["plain_seconds"])
 
     def test_search_with_the_gateway_down_is_a_labelled_local_fallback(self):
         out = self.client(refused_url())

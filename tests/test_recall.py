@@ -2,7 +2,6 @@
 
 import copy
 import threading
-import time
 import unittest
 
 from qmem.diagnostics import SENTENCES, Warnings
@@ -373,14 +372,15 @@ class AutoRecallTests(RecallTestCase):
         self.assertEqual(len(self.embeddings.inputs), 2)  # the failed prompt was not retried
 
     def test_dead_services_cost_nothing_after_the_breaker_opens(self):
-        self.configure(qdrantUrl=refused_url(), embeddingsUrl=refused_url("/v1"))
+        self.configure(timeoutMs=200)
+        self.embeddings.inject(Fault.hang(times=None))  # accepts, never answers: a header timeout
         recall = self.recall()
         self.turn("first", recall)
-        started = time.perf_counter()
         for i in range(20):
             self.turn(f"prompt {i}", recall)
-        self.assertLess((time.perf_counter() - started) / 20, 0.01)
-        self.assertEqual(self.said, [SENTENCES["embedding"]])
+        self.assertEqual(len(self.embeddings.requests), 1)  # the breaker answers the other 20 itself
+        self.assertEqual(self.searches(), [])
+        self.assertEqual(self.said, [SENTENCES["timeout"], SENTENCES["embedding"]])  # each said once
 
     def test_embedding_dimension_is_checked_before_searching(self):
         self.embeddings.response_dimension = DIM // 2
@@ -392,9 +392,7 @@ class AutoRecallTests(RecallTestCase):
     def test_time_budget(self):
         self.configure(timeoutMs=100)
         self.qdrant.inject(Fault.hang(path="/collections"))
-        started = time.monotonic()
-        out = self.turn("blue green", self.recall())
-        self.assertLess(time.monotonic() - started, 1.0)
+        out = self.turn("blue green", self.recall())  # the hang ends only at stop: the budget ended the turn
         self.assertEqual(len(out), 1)
         self.assertEqual(self.said, [SENTENCES["timeout"]])
 
@@ -413,11 +411,9 @@ class AutoRecallTests(RecallTestCase):
         recall = self.recall()
         cancel = threading.Event()
         threading.Thread(target=lambda: self.embeddings.wait_for_requests(1, 10) and cancel.set(), daemon=True).start()
-        started = time.monotonic()
         out = self.turn("blue green", recall, cancel=cancel)
-        self.assertLess(time.monotonic() - started, 5.0)
         self.assertEqual(len(out), 1)
-        self.assertEqual(self.said, [SENTENCES["cancellation"]])
+        self.assertEqual(self.said, [SENTENCES["cancellation"]])  # not "timeout": the 30 s did not end it
         breaker = recall.rt.breaker_for(self.embeddings.base_url).snapshot()
         self.assertEqual((breaker["state"], breaker["consecutive_failures"]), ("closed", 0))
 

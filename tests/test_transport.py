@@ -4,7 +4,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import unittest
 
 from qmem.transport import HttpClient, TransportError, parse_retry_after
@@ -50,9 +49,11 @@ class TransportTests(unittest.TestCase):
 
     def test_hang_is_a_header_timeout_within_the_connect_deadline(self):
         self.gateway.inject(Fault.hang())
-        started = time.monotonic()
+        # A hung server answers only when stopped; the watchdog makes a broken deadline fail, not hang.
+        watchdog = threading.Timer(60, self.gateway.stop)
+        watchdog.start()
+        self.addCleanup(watchdog.cancel)
         exc = self.fail(self.client(connect=0.05))
-        self.assertLess(time.monotonic() - started, 1.0)
         self.assertEqual((exc.kind, exc.sent, exc.definitive), ("header_timeout", True, True))
 
     def test_cancel_ends_a_request_in_flight(self):
@@ -64,10 +65,8 @@ class TransportTests(unittest.TestCase):
                 count = len(self.gateway.requests)
                 threading.Thread(target=lambda: self.gateway.wait_for_requests(count + 1, 10) and cancel.set(),
                                  daemon=True).start()
-                started = time.monotonic()
                 exc = self.fail(client, cancel=cancel)
-                self.assertEqual(exc.kind, "cancelled")
-                self.assertLess(time.monotonic() - started, 5.0)  # not the 30 s deadlines
+                self.assertEqual(exc.kind, "cancelled")  # not a timeout: the 30 s deadlines did not end it
         self.assertEqual(self.client().request("GET", "/v1/status").status, 200)
 
     def test_stalled_body_is_an_ambiguous_body_timeout(self):
@@ -148,13 +147,12 @@ class DeadlineTests(unittest.TestCase):
         threading.Thread(target=serve, daemon=True).start()
         client = HttpClient(f"http://127.0.0.1:{listener.getsockname()[1]}", connect_timeout=0.2, body_timeout=5,
                             service="service")
-        started = time.monotonic()
         with self.assertRaises(TransportError) as caught:
             client.request("GET", "/")
-        elapsed = time.monotonic() - started
         client.close()
+        # Per-read timeouts alone would never fire (a byte every 10 ms) and the drip would end, after
+        # ~10 s, in a cut-off answer: only the total deadline gives a header timeout.
         self.assertEqual(caught.exception.kind, "header_timeout")
-        self.assertLess(elapsed, 1.0)  # per-read timeouts alone would have waited ~10 s
 
 
 class TlsTests(unittest.TestCase):
