@@ -338,7 +338,7 @@ class Recall:
             if not allowed:
                 return without_recall(messages)
             prompt = prompt_of(messages)
-            if prompt is None or not _sendable(prompt):
+            if prompt is None:
                 return without_recall(messages)
             key = (self.settings.host or "", self.settings.project, prompt)
             with self._lock:
@@ -346,7 +346,9 @@ class Recall:
                 block = self._cache.get(key)
                 if cached:
                     self._cache.move_to_end(key)
-            if not cached:
+            if not cached and not _sendable(prompt):
+                block = None  # cached like any answer: the prompt is scanned once, not on every tool-loop turn
+            elif not cached:
                 try:
                     block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
                 except RecallError as exc:
@@ -354,6 +356,7 @@ class Recall:
                     block = None
                     if exc.category == "cancellation":
                         return without_recall(messages)  # not cached: the next call may try again
+            if not cached:
                 with self._lock:
                     self._cache[key] = block
                     while len(self._cache) > CACHE_ENTRIES:

@@ -214,8 +214,13 @@ def render_results(results: list[dict[str, Any]], *, lexical: bool) -> str:
         if item.get("queued"):
             meta.append("queued locally, not yet shared")
         lines.append(f"{head} ({', '.join(meta)})" if meta else head)
-        lines.extend("   " + line for line in _excerpt(item.get("text")).splitlines() or [""])
+        lines.append(_indented(_excerpt(item.get("text"))))
     return "\n".join(lines)
+
+
+def _indented(text: str) -> str:
+    """A record's text under its line, indented so that it cannot pass for one."""
+    return "\n".join("   " + line for line in text.splitlines() or [""])
 
 
 # --- the tools ---------------------------------------------------------------------------
@@ -410,37 +415,25 @@ class Currency:
 
 
 def _currency(rt: Runtime, record: Mapping[str, Any], *, from_gateway: bool) -> Currency:
-    """The record's supersede state: the gateway's word, or the local index's, plus any local correction.
-
-    A correction queued here supersedes the record at once, even when the gateway (which has
-    not seen it yet) still calls it current.
-    """
+    """The record's supersede state: its own word (the gateway's or the local copy's), and a
+    correction queued here supersedes it even while the gateway, which has not seen it yet,
+    still calls it current.  The reason is the correction's own when it is known here."""
     superseded_by = record.get("superseded_by") if isinstance(record.get("superseded_by"), str) else None
     reason = record.get("supersede_reason") if isinstance(record.get("supersede_reason"), str) else None
     if not from_gateway and record.get("supersedes_id"):
         reason = None  # a local row's own reason is why *it* corrects another record
-    local_mark: str | None = None
-    if from_gateway:
-        try:
-            local = rt.index.get(str(record.get("id")))
-        except LocalIndexError:
-            local = None
-        if local is not None and is_local_id(local.superseded_by):
-            local_mark = local.superseded_by
-    elif is_local_id(superseded_by):
-        local_mark = superseded_by
-    if superseded_by is None and local_mark is not None:
-        superseded_by = local_mark
-    if superseded_by is None:
-        return Currency(current=True)
     try:
-        correction = rt.index.get(superseded_by)
+        if superseded_by is None and from_gateway:
+            superseded_by = rt.outbox.queued_corrections([str(record.get("id"))]).get(str(record.get("id")))
+        correction = rt.index.get(superseded_by) if superseded_by is not None else None
     except LocalIndexError:
         correction = None
+    if superseded_by is None:
+        return Currency(current=True)
     if correction is not None and correction.supersede_reason:
         reason = correction.supersede_reason
-    queued = correction is not None and correction.pending and superseded_by == local_mark
-    return Currency(current=False, superseded_by=superseded_by, reason=reason, queued_correction=queued)
+    return Currency(current=False, superseded_by=superseded_by, reason=reason,
+                    queued_correction=correction is not None and correction.pending)
 
 
 def render_record(record: Mapping[str, Any], currency: Currency) -> str:
@@ -464,7 +457,7 @@ def render_record(record: Mapping[str, Any], currency: Currency) -> str:
         head.append("excerpt only (run enrich)")
     text = record.get("text")
     body = text if isinstance(text, str) and text else "(text not known here)"
-    return " · ".join(head) + "\n" + "\n".join("   " + line for line in body.splitlines() or [""])
+    return " · ".join(head) + "\n" + _indented(body)
 
 
 def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
