@@ -1,7 +1,7 @@
 """``python3 -m qmem.admin``: the human-operated admin CLI — ``init``, ``status``, ``import-hermes``.
 
-Nothing on the runtime path imports this module (or :mod:`qmem.adminqdrant` and
-:mod:`qmem.hermesimport`, which only it uses), and no model can reach it: it is run by a
+Nothing on the runtime path imports this module (or :mod:`qmem.adminqdrant`,
+:mod:`qmem.hermesimport` and :mod:`qmem.hermesimportplan`, which only it uses), and no model can reach it: it is run by a
 person, and what it does is visible in its output.
 
 * ``init`` (mutating, explicit) creates the destination collection of the ``recall``
@@ -66,15 +66,13 @@ from .cli import (  # noqa: E402
 )
 from .config import RecallConfig  # noqa: E402
 from .errors import ConfigError, InputError, QmemError  # noqa: E402
-from .hermesimport import (  # noqa: E402
-    PROFILES,
-    Accepted,
+from .hermesimport import PROFILES, Accepted, normalize_point  # noqa: E402
+from .hermesimportplan import (  # noqa: E402
     ImportReport,
     PlanInputs,
     PlanManifest,
     compatibility_problems,
     endpoint_identity,
-    normalize_point,
     validate_source_url,
 )
 from .localindex import LocalIndex  # noqa: E402

@@ -1,10 +1,10 @@
-"""Importing a Hermes agent's Qdrant memories: source contracts, normalization, the plan id.
+"""What one point of a Hermes agent's Qdrant collection becomes: source contracts and normalization.
 
 Everything here is pure (no I/O), so that each rule can be tested on its own.
 ``python3 -m qmem.admin import-hermes`` reads the source through
-:class:`qmem.adminqdrant.SourceProjection`, passes every point to
-:func:`normalize_point` and every outcome to a :class:`PlanManifest`; it is the only
-user of this module, and nothing on the runtime path imports it.
+:class:`qmem.adminqdrant.SourceProjection` and passes every point to
+:func:`normalize_point`, whose outcomes the plan (:mod:`qmem.hermesimportplan`) counts and
+hashes; only the admin surface uses this module, and nothing on the runtime path imports it.
 
 What it promises.
 
@@ -30,89 +30,67 @@ What it promises.
 * **Deterministic ids** (:func:`destination_point_id`): a UUID5 of target host, source
   collection and source point id, so approving the same import again overwrites the same
   points instead of adding copies.
-* **The plan id** is the SHA-256 of one RFC 8785 canonical JSON document (layout in
-  :func:`manifest_document`), hashed as it streams by (:class:`PlanManifest`), so memory
-  stays bounded however many points the source has.
+* **Each outcome's manifest entry** (``manifest_entry()``): what the plan id covers of it.
 
 Decisions, and why.
 
-* **Vectors are hashed as base64 strings of their IEEE-754 float64 little-endian bytes.**
+* **Vectors are kept as base64 strings of their IEEE-754 float64 little-endian bytes.**
   Each vector is copied, not re-embedded, so the plan must cover every bit of it; the
   string form is lossless (a JSON number parses to exactly one double, and those bytes are
   what is hashed and what is sent on) and deterministic.  Writing 1024 numbers per point
   the JCS way costs about 0.7 ms in Python (~70 s for 100,000 points); ``array("d")``
   plus base64 runs at C speed (~15 µs).  Finiteness is checked at C speed as well:
   ``sum()`` of a vector holding NaN or an infinity is never finite, so only a vector whose
-  sum overflows needs the element-by-element check.  RFC 8785 still holds for the whole
-  document: :class:`PlanManifest` writes each entry as canonical bytes whose last member is
-  the ``"vector"`` string (base64 needs no escaping, and ``vector`` sorts after the
-  entry's other keys), and a test proves the streamed bytes equal
-  ``canonical_bytes(manifest_document(...))``.
-* **``import_run_id`` is not in the manifest's destination payloads**: it *is* the plan
-  id, which cannot cover itself.  It is added to each point when an approved plan is
-  written.
+  sum overflows needs the element-by-element check.
 * **Source ids become strings**: decimal for integer ids, the canonical lower-case form
   for UUIDs.  Qdrant ids go up to 2**64 - 1, beyond what RFC 8785 can write as a number,
   and the two forms cannot collide.
 * **A missing ``created_at`` falls back to ``updated_at``**; a record with neither is
   rejected (``bad_timestamp``), and so is one whose timestamp is present but not RFC 3339
   with a zone.  Timestamps are normalized to UTC (``…Z``).
-* **Rejected and skipped points are in the manifest by id and reason only**: nothing of
-  theirs is written, and the counts the dry-run showed are then part of what is approved.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import json
 import math
 import re
 import sys
 import uuid
 from array import array
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timezone
-from typing import Any, Union
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Union
 
 from .canonjson import MAX_SAFE_INTEGER, CanonicalJSONError, canonical_bytes
-from .config import validate_url
-from .errors import ConfigError, InputError
 from .records import MAX_TEXT_CHARS, parse_rfc3339
 from .secretscan import scan
 
+if TYPE_CHECKING:  # the plan imports this module; normalization only reads the inputs it is given
+    from .hermesimportplan import PlanInputs
+
 __all__ = [
     "TRANSFORM_VERSION",
-    "MANIFEST_FORMAT",
     "VECTOR_ENCODING",
     "REASONS",
     "PROFILES",
     "SourceProfile",
-    "PlanInputs",
     "Accepted",
     "Rejected",
     "Skipped",
     "Outcome",
-    "ImportReport",
-    "PlanManifest",
     "normalize_point",
     "parse_source_id",
     "encode_vector",
     "decode_vector",
     "destination_point_id",
-    "manifest_document",
-    "compatibility_problems",
-    "endpoint_identity",
-    "validate_source_url",
 ]
 
 #: Written into every imported point; bump it when the mapping below changes meaning.
 TRANSFORM_VERSION = "hermes-v1"
-MANIFEST_FORMAT = "qmem-hermes-import-manifest/1"
 VECTOR_ENCODING = "base64(float64 little-endian)"
 
 #: Fixed forever: changing it would make a re-import add copies instead of overwriting.
@@ -349,88 +327,6 @@ def destination_point_id(target_host: str, source_collection: str, source_id: st
     return str(uuid.uuid5(_POINT_ID_NAMESPACE, name))
 
 
-# --- one run's inputs ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PlanInputs:
-    """Everything besides the points that shapes an import, all of it covered by the plan id."""
-
-    profile: str
-    target_host: str
-    project: str | None
-    source_endpoint: str  # endpoint_identity(): scheme://host:port/path, nothing secret
-    source_collection: str
-    source_dimension: int
-    source_distance: str
-    destination_collection: str
-    destination_dimension: int
-    destination_distance: str
-    destination_vector_name: str | None
-    configured_model: str
-    declared_model: str
-
-    @property
-    def spec(self) -> SourceProfile:
-        return PROFILES[self.profile]
-
-    def header(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "transform_version": TRANSFORM_VERSION,
-            "target_host": self.target_host,
-            "project": self.project,
-            "profile": self.profile,
-            "vector_encoding": VECTOR_ENCODING,
-            "source": {"endpoint": self.source_endpoint, "collection": self.source_collection,
-                       "dimension": self.source_dimension, "distance": self.source_distance,
-                       "vector_name": self.spec.vector_name},
-            "destination": {"collection": self.destination_collection, "dimension": self.destination_dimension,
-                            "distance": self.destination_distance, "vector_name": self.destination_vector_name},
-            "model": {"configured": self.configured_model, "declared": self.declared_model},
-        }
-
-
-def compatibility_problems(inputs: PlanInputs) -> list[str]:
-    """Why vectors from this source cannot be copied into this destination (empty: they can)."""
-    problems = []
-    if inputs.source_dimension != inputs.destination_dimension:
-        problems.append(f"the source's dimension is {inputs.source_dimension}, the destination's "
-                        f"recall.dimension is {inputs.destination_dimension}")
-    if inputs.source_distance != inputs.destination_distance:
-        problems.append(f"the source's distance is {inputs.source_distance}, the destination's "
-                        f"recall.distance is {inputs.destination_distance}")
-    if inputs.declared_model != inputs.configured_model:
-        problems.append(f"the declared source model {inputs.declared_model!r} is not recall.embeddingModel "
-                        f"{inputs.configured_model!r}")
-    return problems
-
-
-def endpoint_identity(url: str) -> str:
-    """``scheme://host:port/path`` of a validated URL: what the plan records about the source."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
-
-
-def validate_source_url(url: str) -> str:
-    """The ``--source-url`` if it is a plain http(s) URL with nothing that looks like a credential.
-
-    Raises :class:`~qmem.errors.InputError` naming the problem, never echoing the URL.
-    """
-    try:
-        checked = validate_url(url, name="--source-url")
-    except ConfigError as exc:
-        raise InputError(exc.message) from None
-    findings = scan(url)
-    if findings:
-        raise InputError(f"--source-url looks like it contains a credential ({findings[0].family}); "
-                         "export QMEM_SOURCE_QDRANT_API_KEY instead")
-    return checked
-
-
 # --- outcomes --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -579,80 +475,3 @@ def _secret_family(value: str) -> str | None:
 # Provenance, tags and metadata repeat across a source's records (one user, a few agents and
 # labels), and scanning is pure: remembering the answer for short values halves the scan time.
 _short_value_secret = functools.lru_cache(maxsize=4096)(_secret_family)
-
-
-# --- the report and the manifest -------------------------------------------------------------
-
-@dataclass
-class ImportReport:
-    """Counts of one read of the source; the rejected ones by reason, never with their text."""
-
-    read: int = 0
-    accepted: int = 0
-    skipped: Counter = field(default_factory=Counter)
-    rejected: Counter = field(default_factory=Counter)
-
-    def add(self, outcome: Outcome) -> None:
-        self.read += 1
-        if isinstance(outcome, Accepted):
-            self.accepted += 1
-        elif isinstance(outcome, Skipped):
-            self.skipped["identity"] += 1
-        else:
-            self.rejected[outcome.reason] += 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {"read": self.read, "accepted": self.accepted, "skipped": dict(sorted(self.skipped.items())),
-                "rejected": {"total": sum(self.rejected.values()), "by_reason": dict(sorted(self.rejected.items()))}}
-
-
-def manifest_document(inputs: PlanInputs, outcomes: Iterable[Outcome]) -> dict[str, Any]:
-    """The manifest as one JSON value: the definition the plan id is the SHA-256 of.
-
-    ``{"header": PlanInputs.header(), "points": [entry, …]}`` with one entry per point read,
-    in scroll order: ``{"point": {"id", "payload"}, "source_id", "source_payload",
-    "vector"}`` for an accepted point, ``{"rejected": reason, "source_id"}`` and
-    ``{"identity", "skipped": "identity", "source_id"}`` for the others.  Holds every
-    vector in memory; :class:`PlanManifest` hashes the same bytes without doing so.
-    """
-    points = []
-    for outcome in outcomes:
-        entry = outcome.manifest_entry()
-        if isinstance(outcome, Accepted):
-            entry["vector"] = outcome.vector_b64
-        points.append(entry)
-    return {"header": inputs.header(), "points": points}
-
-
-class PlanManifest:
-    """The plan id, computed while the manifest streams by: SHA-256 of its RFC 8785 bytes.
-
-    The bytes are those of ``canonical_bytes(manifest_document(inputs, outcomes))``,
-    assembled from canonical pieces: ``{"header":<header>,"points":[`` + entries + ``]}``
-    (``header`` sorts before ``points``).  An accepted entry is the canonical entry
-    without its vector, with ``,"vector":"<base64>"`` spliced in before the closing
-    brace — ``vector`` sorts after ``point``, ``source_id`` and ``source_payload``, and
-    base64 needs no escaping, so the splice is exactly what the canonicalizer would write,
-    at C speed.
-    """
-
-    def __init__(self, inputs: PlanInputs) -> None:
-        self._digest = hashlib.sha256(b'{"header":' + canonical_bytes(inputs.header()) + b',"points":[')
-        self._entries = 0
-        self._finished = False
-
-    def add(self, outcome: Outcome) -> None:
-        if self._finished:
-            raise RuntimeError("the manifest is finished")
-        data = canonical_bytes(outcome.manifest_entry())
-        if isinstance(outcome, Accepted):
-            data = data[:-1] + b',"vector":"' + outcome.vector_b64.encode("ascii") + b'"}'
-        self._digest.update(b"," + data if self._entries else data)
-        self._entries += 1
-
-    def finish(self) -> bytes:
-        """The 32-byte digest (``.hex()`` is the plan id); the manifest takes no more entries."""
-        if not self._finished:
-            self._digest.update(b"]}")
-            self._finished = True
-        return self._digest.digest()

@@ -19,7 +19,8 @@ import urllib.request
 from qmem.admin import INDEXED_FIELDS, PointSpool, run
 from qmem.adminqdrant import AdminQdrant, AdminQdrantError, SourceProjection
 from qmem.breaker import Breaker, BreakerPolicy
-from qmem.hermesimport import Accepted, PlanInputs, normalize_point
+from qmem.hermesimport import Accepted, normalize_point
+from qmem.hermesimportplan import PlanInputs
 from qmem.localindex import LocalIndex
 from qmem.recall import is_eligible
 
@@ -577,7 +578,7 @@ class RuntimeIsolationTests(TempHomeTestCase):
         script = textwrap.dedent("""
             import importlib, json, pkgutil, sys
             import qmem
-            admin = {"qmem.admin", "qmem.adminqdrant", "qmem.hermesimport"}
+            admin = {"qmem.admin", "qmem.adminqdrant", "qmem.hermesimport", "qmem.hermesimportplan"}
             names = sorted("qmem." + m.name for m in pkgutil.iter_modules(qmem.__path__))
             for name in names:
                 if name not in admin:
@@ -593,4 +594,5 @@ class RuntimeIsolationTests(TempHomeTestCase):
         result = json.loads(proc.stdout)
         self.assertIn("qmem.local", result["runtime"])
         self.assertEqual(result["loaded"], [])
-        self.assertEqual(result["after"], ["qmem.admin", "qmem.adminqdrant", "qmem.hermesimport"])
+        self.assertEqual(result["after"], ["qmem.admin", "qmem.adminqdrant", "qmem.hermesimport",
+                                           "qmem.hermesimportplan"])

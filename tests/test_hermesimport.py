@@ -14,18 +14,20 @@ from qmem.canonjson import canonical_bytes
 from qmem.errors import InputError
 from qmem.hermesimport import (
     Accepted,
+    Rejected,
+    Skipped,
+    decode_vector,
+    destination_point_id,
+    normalize_point,
+    parse_source_id,
+)
+from qmem.hermesimportplan import (
     ImportReport,
     PlanInputs,
     PlanManifest,
-    Rejected,
-    Skipped,
     compatibility_problems,
-    decode_vector,
-    destination_point_id,
     endpoint_identity,
     manifest_document,
-    normalize_point,
-    parse_source_id,
     validate_source_url,
 )
 from qmem.recall import is_eligible
