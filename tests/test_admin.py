@@ -27,6 +27,7 @@ from qmem.recall import is_eligible
 from .fakes import FakeQdrant, Fault, refused_url
 from .support import REPO, TempHomeTestCase, write_config
 from .test_hermesimport import GITHUB_TOKEN, IDENTITY_ID, inputs, mem0_payload, point, qdrant_memory_payload
+from .test_invariants import ADMIN_MODULES
 
 SOURCE_KEY, ADMIN_KEY, RUNTIME_KEY = "source-read-key", "admin-write-key", "runtime-read-key"
 DIM = 4
@@ -578,7 +579,7 @@ class RuntimeIsolationTests(TempHomeTestCase):
         script = textwrap.dedent("""
             import importlib, json, pkgutil, sys
             import qmem
-            admin = {"qmem.admin", "qmem.adminqdrant", "qmem.hermesimport", "qmem.hermesimportplan"}
+            admin = set(json.loads(sys.argv[1]))
             names = sorted("qmem." + m.name for m in pkgutil.iter_modules(qmem.__path__))
             for name in names:
                 if name not in admin:
@@ -588,11 +589,15 @@ class RuntimeIsolationTests(TempHomeTestCase):
             print(json.dumps({"runtime": [n for n in names if n not in admin], "loaded": loaded,
                               "after": sorted(admin & set(sys.modules))}))
         """)
-        proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=self.env, capture_output=True,
-                              text=True, timeout=60)
+        admin = sorted(f"qmem.{name}" for name in ADMIN_MODULES)
+        proc = subprocess.run([sys.executable, "-c", script, json.dumps(admin)], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         result = json.loads(proc.stdout)
         self.assertIn("qmem.local", result["runtime"])
         self.assertEqual(result["loaded"], [])
-        self.assertEqual(result["after"], ["qmem.admin", "qmem.adminqdrant", "qmem.hermesimport",
-                                           "qmem.hermesimportplan"])
+        self.assertEqual(result["after"], admin)  # qmem.admin is the way into every one of them
+
+    def test_every_module_named_for_the_admin_surface_is_in_the_isolation_checks(self):
+        named = {path.stem for path in (REPO / "qmem").glob("*.py") if path.stem.startswith(("admin", "hermesimport"))}
+        self.assertEqual(named, ADMIN_MODULES)

@@ -12,7 +12,8 @@ from .support import REPO, TempHomeTestCase
 
 PACKAGE = REPO / "qmem"
 #: The admin surface: reached only as ``python -m qmem.admin``; nothing at runtime may import it.
-ADMIN_MODULES = {"admin", "adminqdrant", "hermesimport", "hermesimportplan"}
+ADMIN_MODULES = {"admin", "adminargs", "admincontext", "adminimport", "admininit", "adminqdrant", "adminrender",
+                 "adminstatus", "hermesimport", "hermesimportplan"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
