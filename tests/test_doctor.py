@@ -8,6 +8,7 @@ import sqlite3
 
 from .fakes import FakeEmbeddings, FakeQdrant, Fault, refused_url
 from .support import REPO, GatewayTestCase, TempHomeTestCase, write_config
+from .test_invariants import ADMIN_MODULES
 
 DIM = 8
 QDRANT_KEY = "doctor-qdrant-read-key-7f3a"
@@ -249,4 +250,4 @@ class SetupIsolationTests(TempHomeTestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
         loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
         self.assertTrue({"qmem.doctor", "qmem.hostsetup", "qmem.mcpconfig"} <= loaded)
-        self.assertFalse({"qmem.admin", "qmem.adminqdrant", "qmem.hermesimport"} & loaded, loaded)
+        self.assertFalse({f"qmem.{name}" for name in ADMIN_MODULES} & loaded, loaded)
