@@ -321,7 +321,7 @@ class PluginSession:
         runtime = self.runtime
         with self._lock:
             if self._recall is None:
-                self._recall = Recall(runtime, host=self.host, cwd=self.cwd)
+                self._recall = Recall(runtime.recall_services(), host=self.host, cwd=self.cwd)
             return self._recall
 
     def recall_offered(self) -> bool:

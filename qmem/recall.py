@@ -25,6 +25,9 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
   Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
 * Nothing here writes to a session file, the local index or Qdrant, and a prompt or query
   in which the credential scanner finds something is never sent to the embeddings service.
+  :class:`Recall` is given a :class:`~qmem.recallservices.RecallServices` handle (settings,
+  its two credentials, breakers, warnings), never the runtime: this lane cannot reach the
+  local index, the outbox or the gateway, and imports none of them.
 * Off until configured: with no ``recall.qdrantUrl`` and ``recall.embeddingsUrl`` in the
   config, nothing is sent anywhere and nothing is said about recall.
 """
@@ -41,15 +44,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
 from .config import RecallConfig
 from .diagnostics import SENTENCES
 from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import InputError, QmemError
 from .memorycontext import Excerpt, render_block, unique_excerpts
 from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
+from .recallservices import RecallServices
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
-from .runtime import Runtime
 from .secretscan import scan
 
 __all__ = [
@@ -240,9 +242,11 @@ class RecallSettings:
 class Recall:
     """Recall for one host session.  ``host`` comes from the adapter, never from a model."""
 
-    def __init__(self, rt: Runtime, *, host: str | None, cwd: Path | None = None) -> None:
-        self.rt = rt
-        cfg = rt.config.recall
+    def __init__(self, services: RecallServices, *, host: str | None, cwd: Path | None = None) -> None:
+        if not isinstance(services, RecallServices):  # above all not the Runtime, which can write the index
+            raise TypeError(f"Recall needs a RecallServices handle, not {type(services).__name__}")
+        self.services = services
+        cfg = services.config
         self.settings = RecallSettings(host=host if host in HOSTS else None,
                                        project=current_project(cwd or Path.cwd(), cfg.project), config=cfg)
         self._lock = threading.Lock()
@@ -265,13 +269,14 @@ class Recall:
         assert cfg.qdrant_url is not None and cfg.embeddings_url is not None  # search() checked
         if self._qdrant is None:
             self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
-                                          api_key=config_mod.credential("qdrant", self.rt.env),
+                                          api_key=self.services.credential("qdrant"),
                                           search_endpoint=cfg.search_endpoint, timeout_s=timeout,
-                                          breaker=self.rt.breaker_for(cfg.qdrant_url))
+                                          breaker=self.services.breaker_for(cfg.qdrant_url))
         if self._embeddings is None:
             self._embeddings = EmbeddingsClient(cfg.embeddings_url, cfg.embedding_model,
-                                                api_key=config_mod.credential("embedding", self.rt.env),
-                                                timeout_s=timeout, breaker=self.rt.breaker_for(cfg.embeddings_url))
+                                                api_key=self.services.credential("embedding"),
+                                                timeout_s=timeout,
+                                                breaker=self.services.breaker_for(cfg.embeddings_url))
         return self._qdrant, self._embeddings
 
     # -- the pipeline
@@ -334,7 +339,7 @@ class Recall:
                 return without_recall(messages)  # off or not configured: nothing sent, nothing said
             allowed, warning = auto_recall_gate(self.settings.host, rlm_depth, depth_given=depth_given)
             if warning:
-                self.rt.warnings.warn(warning)
+                self.services.warnings.warn(warning)
             if not allowed:
                 return without_recall(messages)
             prompt = prompt_of(messages)
@@ -352,7 +357,7 @@ class Recall:
                 try:
                     block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
                 except RecallError as exc:
-                    self.rt.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
+                    self.services.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
                     block = None
                     if exc.category == "cancellation":
                         return without_recall(messages)  # not cached: the next call may try again
@@ -363,7 +368,7 @@ class Recall:
                         self._cache.popitem(last=False)
             return with_recall(messages, block)
         except Exception:  # fail open: whatever happened, the turn goes on without memory
-            self.rt.warnings.warn("retrieval")
+            self.services.warnings.warn("retrieval")
             return without_recall(messages) if isinstance(messages, (list, tuple)) else list(messages or [])
 
     def memory_search(self, args: Mapping[str, Any], *, cancel: threading.Event | None = None) -> dict[str, Any]:

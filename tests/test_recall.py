@@ -57,9 +57,9 @@ class RecallTestCase(TempHomeTestCase):
         self.qdrant.add_point("qmem_memories", point_id, embed_text(text, DIM), payload(text, **changes))
 
     def recall(self, host=None, cwd=None):
-        rt = Runtime(self.env, warnings=Warnings(self.said.append))
-        self.addCleanup(rt.close)
-        recall = Recall(rt, host=host or self.HOST, cwd=cwd or self.project_dir / "src")
+        self.rt = Runtime(self.env, warnings=Warnings(self.said.append))
+        self.addCleanup(self.rt.close)
+        recall = Recall(self.rt.recall_services(), host=host or self.HOST, cwd=cwd or self.project_dir / "src")
         self.addCleanup(recall.close)
         return recall
 
@@ -414,13 +414,13 @@ class AutoRecallTests(RecallTestCase):
         out = self.turn("blue green", recall, cancel=cancel)
         self.assertEqual(len(out), 1)
         self.assertEqual(self.said, [SENTENCES["cancellation"]])  # not "timeout": the 30 s did not end it
-        breaker = recall.rt.breaker_for(self.embeddings.base_url).snapshot()
+        breaker = recall.services.breaker_for(self.embeddings.base_url).snapshot()
         self.assertEqual((breaker["state"], breaker["consecutive_failures"]), ("closed", 0))
 
     def test_nothing_is_persisted(self):
         recall = self.recall()
         self.turn("blue green", recall)
-        self.assertFalse(recall.rt.paths.database.exists())  # the local index was never opened
+        self.assertFalse(self.rt.paths.database.exists())  # the local index was never opened
         self.assertEqual(self.qdrant.mutations(), [])
         self.assertFalse((self.home / ".pi").exists())
 
