@@ -349,6 +349,18 @@ class AutoRecallTests(RecallTestCase):
         self.turn("a different prompt about blue green", recall)
         self.assertEqual(len(self.embeddings.inputs), 2)
 
+    def test_auto_recall_gives_the_block_alone_with_the_same_gate_and_cache(self):
+        recall = self.recall()
+        block = recall.auto_recall("how do we deploy blue green?")
+        self.assertIn("pipeline uses blue green", block)
+        self.assertEqual(self.turn("how do we deploy blue green?", recall)[-1]["content"], block)
+        self.assertEqual(len(self.embeddings.inputs), 1)  # the context hook answered from the same cache
+        self.assertIsNone(recall.auto_recall(None))
+        self.assertIsNone(self.recall(host="prime").auto_recall("blue green", rlm_depth=1, depth_given=True))
+        self.assertIsNone(self.recall(host="claude").auto_recall("blue green"))
+        self.assertEqual(len(self.embeddings.inputs), 1)
+        self.assertEqual(self.said, [SENTENCES["host"]])
+
     def test_prime_subagent_gets_no_recall(self):
         out = self.turn("blue green", self.recall(host="prime"), rlm_depth=1, depth_given=True)
         self.assertFalse(any(m.get("customType") == RECALL_CUSTOM_TYPE for m in out))
