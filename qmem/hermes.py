@@ -28,7 +28,8 @@ from typing import Any
 
 from .diagnostics import Warnings
 from .errors import QmemError
-from .plugin import COMMANDS, PluginSession
+from .plugin import PluginSession
+from .tools import COMMANDS
 
 __all__ = ["register", "TOOLSET"]
 

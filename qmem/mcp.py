@@ -21,7 +21,7 @@ Promises:
   identity, ``QMEM_HOST=pi|prime``; called anyway, it answers why it is not available.  MCP
   clients pass few environment variables to a server (the official SDK: HOME, PATH and what
   the client's configuration adds), so credentials must be set in the client's server entry.
-* **Instructions** are the plugin core's rules block (:func:`qmem.plugin.rules_block`), the
+* **Instructions** are the plugin core's rules block (:func:`qmem.rules.rules_block`), the
   same text pi and Prime append to the system prompt, machine identification included.
 * **Always an answer.** Text that cannot be encoded (a lone surrogate a client sent) is
   a tool error naming the argument, never -32603, and an answer is always written.
@@ -46,7 +46,8 @@ from . import __version__  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .jsonlines import encode_line  # noqa: E402
-from .plugin import TOOLS, PluginSession  # noqa: E402
+from .plugin import PluginSession  # noqa: E402
+from .tools import TOOLS  # noqa: E402
 
 __all__ = ["McpServer", "PROTOCOL_VERSIONS", "main"]
 

@@ -17,6 +17,7 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
 * **Auto-recall** (:meth:`Recall.context`) is a pure transform of the host's context
   messages: a new list without earlier qmem recall messages (custom type
   :data:`RECALL_CUSTOM_TYPE`) plus at most one fresh block; the input is never mutated.
+  :meth:`Recall.auto_recall` gives the same block alone, for a host that places it itself.
   Results are cached per (host, project, prompt), so a prompt costs one embedding and at
   most two searches however many tool-loop turns follow — failures are cached too.  A
   per-turn time budget bounds the work; cancellation is honoured between steps.
@@ -25,6 +26,9 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
   Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
 * Nothing here writes to a session file, the local index or Qdrant, and a prompt or query
   in which the credential scanner finds something is never sent to the embeddings service.
+  :class:`Recall` is given a :class:`~qmem.recallservices.RecallServices` handle (settings,
+  its two credentials, breakers, warnings), never the runtime: this lane cannot reach the
+  local index, the outbox or the gateway, and imports none of them.
 * Off until configured: with no ``recall.qdrantUrl`` and ``recall.embeddingsUrl`` in the
   config, nothing is sent anywhere and nothing is said about recall.
 """
@@ -41,15 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
 from .config import RecallConfig
 from .diagnostics import SENTENCES
 from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import InputError, QmemError
 from .memorycontext import Excerpt, render_block, unique_excerpts
 from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
+from .recallservices import RecallServices
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
-from .runtime import Runtime
 from .secretscan import scan
 
 __all__ = [
@@ -240,9 +243,11 @@ class RecallSettings:
 class Recall:
     """Recall for one host session.  ``host`` comes from the adapter, never from a model."""
 
-    def __init__(self, rt: Runtime, *, host: str | None, cwd: Path | None = None) -> None:
-        self.rt = rt
-        cfg = rt.config.recall
+    def __init__(self, services: RecallServices, *, host: str | None, cwd: Path | None = None) -> None:
+        if not isinstance(services, RecallServices):  # above all not the Runtime, which can write the index
+            raise TypeError(f"Recall needs a RecallServices handle, not {type(services).__name__}")
+        self.services = services
+        cfg = services.config
         self.settings = RecallSettings(host=host if host in HOSTS else None,
                                        project=current_project(cwd or Path.cwd(), cfg.project), config=cfg)
         self._lock = threading.Lock()
@@ -265,13 +270,14 @@ class Recall:
         assert cfg.qdrant_url is not None and cfg.embeddings_url is not None  # search() checked
         if self._qdrant is None:
             self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
-                                          api_key=config_mod.credential("qdrant", self.rt.env),
+                                          api_key=self.services.credential("qdrant"),
                                           search_endpoint=cfg.search_endpoint, timeout_s=timeout,
-                                          breaker=self.rt.breaker_for(cfg.qdrant_url))
+                                          breaker=self.services.breaker_for(cfg.qdrant_url))
         if self._embeddings is None:
             self._embeddings = EmbeddingsClient(cfg.embeddings_url, cfg.embedding_model,
-                                                api_key=config_mod.credential("embedding", self.rt.env),
-                                                timeout_s=timeout, breaker=self.rt.breaker_for(cfg.embeddings_url))
+                                                api_key=self.services.credential("embedding"),
+                                                timeout_s=timeout,
+                                                breaker=self.services.breaker_for(cfg.embeddings_url))
         return self._qdrant, self._embeddings
 
     # -- the pipeline
@@ -330,41 +336,60 @@ class Recall:
                 cancel: threading.Event | None = None) -> list[Any]:
         """The host's context hook: the messages for this LLM call, with at most one recall block."""
         try:
-            if not self.settings.config.active:
-                return without_recall(messages)  # off or not configured: nothing sent, nothing said
-            allowed, warning = auto_recall_gate(self.settings.host, rlm_depth, depth_given=depth_given)
-            if warning:
-                self.rt.warnings.warn(warning)
-            if not allowed:
+            if not self._allowed(rlm_depth, depth_given):
                 return without_recall(messages)
             prompt = prompt_of(messages)
-            if prompt is None:
-                return without_recall(messages)
-            key = (self.settings.host or "", self.settings.project, prompt)
-            with self._lock:
-                cached = key in self._cache
-                block = self._cache.get(key)
-                if cached:
-                    self._cache.move_to_end(key)
-            if not cached and not _sendable(prompt):
-                block = None  # cached like any answer: the prompt is scanned once, not on every tool-loop turn
-            elif not cached:
-                try:
-                    block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
-                except RecallError as exc:
-                    self.rt.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
-                    block = None
-                    if exc.category == "cancellation":
-                        return without_recall(messages)  # not cached: the next call may try again
-            if not cached:
-                with self._lock:
-                    self._cache[key] = block
-                    while len(self._cache) > CACHE_ENTRIES:
-                        self._cache.popitem(last=False)
-            return with_recall(messages, block)
+            return with_recall(messages, None if prompt is None else self._recalled(prompt, cancel))
         except Exception:  # fail open: whatever happened, the turn goes on without memory
-            self.rt.warnings.warn("retrieval")
+            self.services.warnings.warn("retrieval")
             return without_recall(messages) if isinstance(messages, (list, tuple)) else list(messages or [])
+
+    def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+                    cancel: threading.Event | None = None) -> str | None:
+        """Automatic recall for a host that places the block itself: the block for ``prompt``,
+        or None (nothing to add).  The same gate, cache and warnings as :meth:`context`; never raises."""
+        try:
+            if not self._allowed(rlm_depth, depth_given) or prompt is None:
+                return None
+            return self._recalled(prompt, cancel)
+        except Exception:  # fail open, as context() does
+            self.services.warnings.warn("retrieval")
+            return None
+
+    def _allowed(self, rlm_depth: object, depth_given: bool) -> bool:
+        """Whether automatic recall runs for this call (warns once when the host is in doubt)."""
+        if not self.settings.config.active:
+            return False  # off or not configured: nothing sent, nothing said
+        allowed, warning = auto_recall_gate(self.settings.host, rlm_depth, depth_given=depth_given)
+        if warning:
+            self.services.warnings.warn(warning)
+        return allowed
+
+    def _recalled(self, prompt: str, cancel: threading.Event | None) -> str | None:
+        """The block for ``prompt``, cached per (host, project, prompt); failures warn and give None."""
+        key = (self.settings.host or "", self.settings.project, prompt)
+        with self._lock:
+            cached = key in self._cache
+            block = self._cache.get(key)
+            if cached:
+                self._cache.move_to_end(key)
+        if cached:
+            return block
+        if not _sendable(prompt):
+            block = None  # cached like any answer: the prompt is scanned once, not on every tool-loop turn
+        else:
+            try:
+                block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
+            except RecallError as exc:
+                self.services.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
+                if exc.category == "cancellation":
+                    return None  # not cached: the next call may try again
+                block = None
+        with self._lock:
+            self._cache[key] = block
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return block
 
     def memory_search(self, args: Mapping[str, Any], *, cancel: threading.Event | None = None) -> dict[str, Any]:
         """The ``memory_search`` tool: ``query`` and a bounded ``limit``; anything else is ignored.

@@ -4,6 +4,8 @@ A :class:`Runtime` holds the configuration, the resolved paths, the warn-once st
 lazily, the local index, the outbox and the gateway client.  The CLIs make one per
 command; a host bridge or the MCP server makes one per session.  Nothing here does I/O
 until a service is asked for, so a process that never searches never opens SQLite.
+The recall lane is never given the runtime: :meth:`Runtime.recall_services` hands it a
+narrow handle that reaches none of the index, the outbox and the gateway.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import config as config_mod
-from .breaker import Breaker, BreakerPolicy
+from .breaker import Breaker
 from .config import Config, Paths
 from .diagnostics import Warnings
 from .gateway import GatewayClient
 from .localindex import LocalIndex
 from .outbox import Outbox
+from .recallservices import BreakerFactory, RecallServices, recall_services
 
 __all__ = ["Runtime"]
 
@@ -55,10 +58,7 @@ class Runtime:
     # -- gateway side
 
     def breaker_for(self, url: str) -> Breaker:
-        c = self.config
-        policy = BreakerPolicy(base_ms=c.breaker_base_ms, max_ms=c.breaker_max_ms, trip_after=c.breaker_trip_after,
-                               probe_lease_ms=c.connect_timeout_ms + c.timeout_ms + 5_000)
-        return Breaker(self.paths.breaker_file, url, policy, warnings=self.warnings)
+        return BreakerFactory.from_config(self.config, self.paths, self.warnings)(url)
 
     @property
     def gateway(self) -> GatewayClient | None:
@@ -80,6 +80,12 @@ class Runtime:
             if self._gateway is not None:
                 self._gateway.close()
                 self._gateway = None
+
+    # -- recall side
+
+    def recall_services(self) -> RecallServices:
+        """The recall lane's handle: its settings, its credentials, breakers and the warnings."""
+        return recall_services(self.config, self.paths, self.env, self.warnings)
 
     def close(self) -> None:
         with self._lock:

@@ -81,7 +81,7 @@ def main() -> None:
                 "source_id": str(i), "import_run_id": "ab" * 32, "transform_version": "hermes-v1",
                 "created_at": "2026-01-01T00:00:00Z"})
         rt = make_runtime(home, qdrant.url, emb.base_url)
-        recall = Recall(rt, host="pi", cwd=home / "proj")
+        recall = Recall(rt.recall_services(), host="pi", cwd=home / "proj")
         messages = conversation(200, "how do we deploy with blue green?")
 
         # upstream calls for one prompt and 20 tool-loop turns
@@ -110,7 +110,7 @@ def main() -> None:
 
         (home / "dead").mkdir()
         dead = make_runtime(home / "dead", refused_url(), refused_url("/v1"))
-        dead_recall = Recall(dead, host="pi", cwd=home / "proj")
+        dead_recall = Recall(dead.recall_services(), host="pi", cwd=home / "proj")
         dead_recall.context(conversation(200, "open the breaker"))  # the first failure opens it
         counter = iter(range(10**9))
         opened, opened99 = timed(lambda: dead_recall.context(conversation(1, f"prompt {next(counter)}")), repeat)

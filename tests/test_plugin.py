@@ -6,11 +6,12 @@ import stat
 import unittest
 from pathlib import Path
 
-from qmem import plugin
-from qmem.diagnostics import Warnings
+from qmem.diagnostics import SENTENCES, Warnings
 from qmem.errors import QmemError
-from qmem.plugin import TOOLS, PluginSession, rules_block, tools_document
+from qmem.plugin import PluginSession
+from qmem.rules import machine_identity, rules_block
 from qmem.store import ToolError
+from qmem.tools import TOOLS, tools_document
 
 from .support import GatewayTestCase, REPO, TempHomeTestCase, write_config
 
@@ -43,7 +44,7 @@ class ScriptedUI:
 class DefinitionTests(unittest.TestCase):
     def test_tools_json_is_generated_from_the_python_definitions(self):
         on_disk = json.loads((REPO / "qmem" / "tools.json").read_text())
-        self.assertEqual(on_disk, tools_document(), "regenerate: python -m qmem.plugin --tools-json > qmem/tools.json")
+        self.assertEqual(on_disk, tools_document(), "regenerate: python3 -m qmem.tools --tools-json > qmem/tools.json")
 
     def test_every_tool_is_complete(self):
         self.assertEqual([t.name for t in TOOLS],
@@ -114,7 +115,7 @@ class SessionTests(TempHomeTestCase):
         session, _ = self.session()
         block = session.system_prompt_addition(["read", "qmem_search"])
         self.assertIn('"repo"', block)
-        self.assertIn(plugin.machine_identity()[0], block)
+        self.assertIn(machine_identity()[0], block)
         self.assertIsNone(session.system_prompt_addition(["read", "bash"]))
         self.assertIsNotNone(session.system_prompt_addition(None))
         # Built once per session, not re-read from the disk before every prompt.
@@ -152,6 +153,15 @@ class SessionTests(TempHomeTestCase):
         self.assertIn("memory_search searches the curated collection", session.system_prompt_addition(None))
         write_config(self.env, {"recall": "broken"})
         self.assertEqual(offered("pi")[1], False)  # a broken config offers nothing, and does not raise
+
+    def test_auto_recall_never_raises(self):
+        session, said = self.session()
+        self.assertIsNone(session.auto_recall("anything"))  # recall not configured: nothing sent, nothing said
+        self.assertEqual(said, [])
+        write_config(self.env, {"recall": "broken"})
+        broken, said = self.session()
+        self.assertIsNone(broken.auto_recall("anything"))
+        self.assertEqual(said, [SENTENCES["configuration"]])
 
     def test_text_that_is_not_unicode_is_refused_before_any_tool_runs(self):
         session, _ = self.session()

@@ -57,9 +57,9 @@ class RecallTestCase(TempHomeTestCase):
         self.qdrant.add_point("qmem_memories", point_id, embed_text(text, DIM), payload(text, **changes))
 
     def recall(self, host=None, cwd=None):
-        rt = Runtime(self.env, warnings=Warnings(self.said.append))
-        self.addCleanup(rt.close)
-        recall = Recall(rt, host=host or self.HOST, cwd=cwd or self.project_dir / "src")
+        self.rt = Runtime(self.env, warnings=Warnings(self.said.append))
+        self.addCleanup(self.rt.close)
+        recall = Recall(self.rt.recall_services(), host=host or self.HOST, cwd=cwd or self.project_dir / "src")
         self.addCleanup(recall.close)
         return recall
 
@@ -349,6 +349,18 @@ class AutoRecallTests(RecallTestCase):
         self.turn("a different prompt about blue green", recall)
         self.assertEqual(len(self.embeddings.inputs), 2)
 
+    def test_auto_recall_gives_the_block_alone_with_the_same_gate_and_cache(self):
+        recall = self.recall()
+        block = recall.auto_recall("how do we deploy blue green?")
+        self.assertIn("pipeline uses blue green", block)
+        self.assertEqual(self.turn("how do we deploy blue green?", recall)[-1]["content"], block)
+        self.assertEqual(len(self.embeddings.inputs), 1)  # the context hook answered from the same cache
+        self.assertIsNone(recall.auto_recall(None))
+        self.assertIsNone(self.recall(host="prime").auto_recall("blue green", rlm_depth=1, depth_given=True))
+        self.assertIsNone(self.recall(host="claude").auto_recall("blue green"))
+        self.assertEqual(len(self.embeddings.inputs), 1)
+        self.assertEqual(self.said, [SENTENCES["host"]])
+
     def test_prime_subagent_gets_no_recall(self):
         out = self.turn("blue green", self.recall(host="prime"), rlm_depth=1, depth_given=True)
         self.assertFalse(any(m.get("customType") == RECALL_CUSTOM_TYPE for m in out))
@@ -414,13 +426,13 @@ class AutoRecallTests(RecallTestCase):
         out = self.turn("blue green", recall, cancel=cancel)
         self.assertEqual(len(out), 1)
         self.assertEqual(self.said, [SENTENCES["cancellation"]])  # not "timeout": the 30 s did not end it
-        breaker = recall.rt.breaker_for(self.embeddings.base_url).snapshot()
+        breaker = recall.services.breaker_for(self.embeddings.base_url).snapshot()
         self.assertEqual((breaker["state"], breaker["consecutive_failures"]), ("closed", 0))
 
     def test_nothing_is_persisted(self):
         recall = self.recall()
         self.turn("blue green", recall)
-        self.assertFalse(recall.rt.paths.database.exists())  # the local index was never opened
+        self.assertFalse(self.rt.paths.database.exists())  # the local index was never opened
         self.assertEqual(self.qdrant.mutations(), [])
         self.assertFalse((self.home / ".pi").exists())
 

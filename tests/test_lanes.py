@@ -1,0 +1,204 @@
+"""The recall lane holds only what it needs: no import of, and no reference to, the index, the outbox or the gateway.
+
+Three guards, each able to fail on its own:
+
+* a static one: the import closure of the lane's modules (function-level imports included)
+  reaches none of the writable side's modules;
+* a process that imports *and runs* the lane — the handle built without the runtime, an
+  automatic recall and a ``memory_search`` against the loopback fakes — and then finds none
+  of them in ``sys.modules``;
+* a walk over everything a real session's :class:`~qmem.recall.Recall` holds, after the
+  session stored a record and recalled: no runtime, index, outbox, gateway client or SQLite
+  connection is reachable from it, so handing it the runtime again (or a method or closure
+  of it) fails here.
+"""
+
+import ast
+import gc
+import json
+import subprocess
+import sys
+import textwrap
+import types
+import unittest
+
+from qmem.config import load_config, resolve_paths
+from qmem.diagnostics import Warnings
+from qmem.embeddings import EmbeddingsClient
+from qmem.gateway import GatewayClient
+from qmem.localindex import LocalIndex
+from qmem.outbox import Outbox
+from qmem.plugin import PluginSession
+from qmem.qdrant import ReadOnlyQdrant
+from qmem.recall import Recall
+from qmem.recallservices import RecallServices
+from qmem.runtime import Runtime
+
+from .fakes import FakeEmbeddings, FakeQdrant, embed_text
+from .support import REPO, GatewayTestCase
+
+PACKAGE = REPO / "qmem"
+#: The recall lane, and the handle it is given.
+RECALL_LANE = ("recall", "qdrant", "embeddings", "memorycontext", "recallservices")
+#: What the recall lane must never load: the writable local side, the gateway lane, the runtime.
+WRITABLE_SIDE = {"localindex", "outbox", "store", "sync", "gateway", "runtime"}
+
+DIM = 32
+READ_KEY, EMB_KEY = "lane-read-key", "lane-embedding-key"
+
+
+def qmem_imports(name: str) -> set[str]:
+    """The qmem modules ``qmem/<name>.py`` imports, anywhere in the file (the package's
+    ``__init__`` at module level only: its one import runs inside Hermes' ``register``)."""
+    tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
+    nodes = tree.body if name == "__init__" else list(ast.walk(tree))
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            found.add(node.module.split(".")[0] if node.module else "__init__")
+            if not node.module:
+                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qmem"):
+            found.add(node.module.split(".")[1] if "." in node.module else "__init__")
+            if node.module == "qmem":
+                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[1] for alias in node.names if alias.name.startswith("qmem."))
+    return found
+
+
+def import_closure(roots: tuple[str, ...]) -> set[str]:
+    seen: set[str] = set()
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending += qmem_imports(name)
+    return seen
+
+
+def reachable(root: object) -> list[object]:
+    """Every object ``root`` holds, directly or not: attributes, items, closure cells, bound
+    methods' ``self``.  Classes, modules and functions' globals are not followed: they lead to
+    everything loaded, not to what this object was given."""
+    seen: set[int] = set()
+    found: list[object] = []
+    pending = [root]
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        found.append(obj)
+        if isinstance(obj, (type, types.ModuleType, str, bytes, int, float, type(None))):
+            continue
+        if isinstance(obj, types.FunctionType):
+            pending += [cell.cell_contents for cell in obj.__closure__ or () if cell.cell_contents is not None]
+            pending += [*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+            continue
+        pending += gc.get_referents(obj)
+    return found
+
+
+class StaticTests(unittest.TestCase):
+    def test_the_recall_lane_imports_nothing_of_the_writable_side(self):
+        closure = import_closure(RECALL_LANE)
+        self.assertIn("secretscan", closure)  # the walk really follows imports
+        self.assertEqual(closure & WRITABLE_SIDE, set(), sorted(closure))
+
+
+LANE_RUN = textwrap.dedent("""
+    import json, os, sys
+    from pathlib import Path
+
+    from qmem import config
+    from qmem.diagnostics import Warnings
+    from qmem.recall import Recall
+    from qmem.recallservices import recall_services
+
+    env = dict(os.environ)
+    loaded = config.load_config(env)
+    said = []
+    services = recall_services(loaded, config.resolve_paths(loaded, env), env, Warnings(said.append))
+    recall = Recall(services, host="pi", cwd=Path(sys.argv[1]))
+    messages = recall.context([{"role": "user", "content": "how do we deploy blue green?"}])
+    answer = recall.memory_search({"query": "blue green deploys"})
+    recall.close()
+    print(json.dumps({"block": messages[-1].get("content"), "answer": answer["text"], "said": said,
+                      "modules": sorted(m for m in sys.modules if m.startswith("qmem"))}))
+""")
+
+
+class RecallLaneTestCase(GatewayTestCase):
+    def setUp(self):
+        super().setUp()
+        self.qdrant = FakeQdrant(keys={READ_KEY: "r"}).start()
+        self.addCleanup(self.qdrant.stop)
+        self.embeddings = FakeEmbeddings(api_key=EMB_KEY, models={"bge-m3": DIM}).start()
+        self.addCleanup(self.embeddings.stop)
+        self.qdrant.create_collection("qmem_memories", size=DIM, distance="Cosine")
+        text = "The deploy pipeline uses blue green switching"
+        self.qdrant.add_point("qmem_memories", 1, embed_text(text, DIM), {
+            "host": "pi", "status": "active", "secret_scan": "passed", "text": text, "project": "proj",
+            "source_type": "hermes", "source_collection": "hermes_memories", "source_id": "1",
+            "import_run_id": "ab" * 32, "transform_version": "hermes-v1", "created_at": "2026-01-01T00:00:00Z"})
+        self.env.update(QMEM_QDRANT_API_KEY=READ_KEY, QMEM_EMBEDDING_API_KEY=EMB_KEY)
+        self.configure(recall={"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
+                               "dimension": DIM, "timeoutMs": 5000})
+        self.project = self.home / "proj"
+        (self.project / ".git").mkdir(parents=True)
+
+
+class LaneProcessTests(RecallLaneTestCase):
+    def test_running_the_recall_lane_loads_nothing_of_the_writable_side(self):
+        proc = subprocess.run([sys.executable, "-c", LANE_RUN, str(self.project)], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        # The lane really ran: one embedding, both lanes searched, the record recalled and found.
+        self.assertIn("blue green switching", report["block"])
+        self.assertIn("blue green switching", report["answer"])
+        self.assertEqual(report["said"], [])
+        self.assertEqual(len(self.embeddings.inputs), 2)
+        self.assertEqual(self.qdrant.mutations(), [])
+        loaded = {name.removeprefix("qmem.") for name in report["modules"]}
+        self.assertLessEqual({"recall", "qdrant", "embeddings", "memorycontext", "recallservices"}, loaded)
+        self.assertEqual(loaded & WRITABLE_SIDE, set(), sorted(loaded))
+        self.assertFalse(resolve_paths(load_config(self.env), self.env).database.exists())  # no index was made
+
+
+class HandleTests(RecallLaneTestCase):
+    def test_recall_takes_the_handle_and_refuses_the_runtime(self):
+        runtime = Runtime(self.env)
+        self.addCleanup(runtime.close)
+        with self.assertRaises(TypeError):
+            Recall(runtime, host="pi", cwd=self.project)
+        services = runtime.recall_services()
+        self.assertIs(type(services), RecallServices)
+        self.assertEqual(services.credential("qdrant"), READ_KEY)
+        with self.assertRaises(ValueError):  # the handle holds no gateway key
+            services.credential("gateway")
+        self.assertNotIn(READ_KEY, repr(services))
+
+    def test_nothing_a_session_recall_holds_reaches_the_index_the_outbox_or_the_gateway(self):
+        session = PluginSession(host="pi", cwd=self.project, env=dict(self.env), warnings=Warnings([].append))
+        self.addCleanup(session.close)
+        session.call_tool("qmem_store", {"text": "a record through the gateway", "project_id": "proj"})
+        self.assertEqual(self.gateway.count_by_text(), {"a record through the gateway": 1})
+        session.call_tool("qmem_search", {"query": "record"})
+        self.assertIn("blue green switching", session.context([{"role": "user", "content": "blue green"}])[-1]
+                      ["content"])
+        self.assertIn("blue green switching", session.call_tool("memory_search", {"query": "deploys"})
+                      ["content"][0]["text"])
+        session.wait_for_flush(timeout=30)
+
+        forbidden = (Runtime, LocalIndex, Outbox, GatewayClient, __import__("sqlite3").Connection)
+        held = reachable(session.recall)
+        self.assertTrue(any(isinstance(obj, ReadOnlyQdrant) for obj in held))  # the walk reaches the clients
+        self.assertTrue(any(isinstance(obj, EmbeddingsClient) for obj in held))
+        self.assertEqual([type(obj).__name__ for obj in held if isinstance(obj, forbidden)], [])
+        self.assertIs(type(session.recall.services), RecallServices)
+        # The same walk from the session finds the writable side: it can see what it looks for.
+        from_session = {type(obj) for obj in reachable(session) if isinstance(obj, forbidden)}
+        self.assertLessEqual({Runtime, LocalIndex, GatewayClient}, from_session)
