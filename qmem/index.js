@@ -1,7 +1,7 @@
 // qmem for pi and Prime: a dependency-free relay to `python3 -m qmem.bridge`.
 //
 // All memory logic lives in Python. This file registers the tools and commands listed in
-// tools.json (generated from qmem/plugin.py), then relays tool calls, hooks, commands, ctx.ui
+// tools.json (generated from qmem/tools.py), then relays tool calls, hooks, commands, ctx.ui
 // and cancellation as JSON lines on the child's stdio (protocol: qmem/bridge.py).
 //
 // Promises kept here:
