@@ -123,14 +123,14 @@ Every pattern runs in time linear in the length of the text, and it must
 stay so: it starts at a literal or a bounded boundary (a look-behind over the
 prefix rather than before it, so the engine searches for the literal fast),
 no repetition in it can match the same text in two ways, and every look
-around is bounded.  ``tests/test_secretscan.py`` runs each rule on hostile
-input under a watchdog.
+around is bounded.  ``tests/test_secretscan.py`` makes hostile input from a
+text that each rule matches and scans it under a watchdog.
 
 A new family is an entry here (most need only :func:`_prefixed` and the
 default check, :func:`~qmem.secretshapes.prefixed_token`), a line in the
 list above, a small check where the shape needs one, and cases in
-``tests/corpora/secrets``: the tests require every family and every rule to
-be exercised there.
+``tests/corpora/secrets``: the tests require every family to be found there,
+and every rule to match a case there (or a sample of the test's own).
 """
 
 from __future__ import annotations
