@@ -196,10 +196,10 @@ RULES: tuple[Rule, ...] = (
     _prefixed("slack-token", "xapp-", r"(?P<body>[0-9]-[A-Z0-9]{8,}-[0-9]{6,}-[A-Za-z0-9]{32,})",
               before="A-Za-z0-9_-"),
     Rule("slack-webhook", r"""hooks\.slack\.com/(?:services|workflows|triggers)/
-                               (?P<body>T[A-Za-z0-9]{6,12}/[A-Za-z0-9]{6,12}/[A-Za-z0-9/]{16,})""",
+                              (?P<body>T[A-Za-z0-9]{6,12}/[A-Za-z0-9]{6,12}/[A-Za-z0-9/]{16,})""",
          webhook_url),
     Rule("discord-webhook", r"""discord(?:app)?\.com/api/webhooks/
-                                 (?P<body>[0-9]{17,20}/[A-Za-z0-9_-]{60,})""", webhook_url),
+                                (?P<body>[0-9]{17,20}/[A-Za-z0-9_-]{60,})""", webhook_url),
     _prefixed("stripe-key", "sk_", rf"(?:live|test)_(?P<body>[A-Za-z0-9]{{24,}}){_TAIL}"),
     _prefixed("stripe-key", "rk_", rf"(?:live|test)_(?P<body>[A-Za-z0-9]{{24,}}){_TAIL}"),
     _prefixed("stripe-key", "whsec_", rf"(?P<body>[A-Za-z0-9+/=]{{32,}})"),
@@ -224,7 +224,7 @@ RULES: tuple[Rule, ...] = (
     _prefixed("twilio-key", "AC", r"""[0-9a-f]{32} ["']? [ \t]* [,:] [ \t]* ["']?
                                       (?P<body>[0-9a-f]{32})(?![A-Za-z0-9_])""", token_body),
     Rule("discord-token", rf"""(?P<head>[MNO](?<![A-Za-z0-9_.-].)[A-Za-z0-9_-]{{23,26}})
-                                \.(?P<body>[A-Za-z0-9_-]{{6}}\.[A-Za-z0-9_-]{{27,40}}){_TAIL_DASH}""",
+                               \.(?P<body>[A-Za-z0-9_-]{{6}}\.[A-Za-z0-9_-]{{27,40}}){_TAIL_DASH}""",
          discord_token),
     _prefixed("azure-key", "AccountKey=", r"(?P<body>[A-Za-z0-9+/]{80,}={0,2})", token_body,
               before="A-Za-z0-9_"),
@@ -264,36 +264,36 @@ RULES: tuple[Rule, ...] = (
     _prefixed("dockerhub-token", "dckr_pat_", r"(?P<body>[A-Za-z0-9_-]{27,})"),
     _prefixed("groq-key", "gsk_", rf"(?P<body>[A-Za-z0-9]{{52}}){_TAIL}"),
     Rule("jwt", r"""(?P<header>eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,4096})
-                     \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", jwt, needle="eyJ"),
+                    \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", jwt, needle="eyJ"),
     Rule("credential-url", r"""://[^\s"'<>`\\()\[\]{}]+""", credential_url),
     # Headers.  These run over the lower-cased text (offsets are the same):
     # a literal prefix there is found fast where (?i) would try every position.
     Rule("basic-auth", r"""basic(?<![a-z0-9_]basic)[ \t]+(?P<token>[a-z0-9+/]{8,}={0,2})
-                            (?![a-z0-9+/=])""", basic_credentials, folded=True),
+                           (?![a-z0-9+/=])""", basic_credentials, folded=True),
     Rule("basic-auth", r"""auth(?<![a-z0-9]auth)["']?[ \t]*[:=][ \t]*["']?
-                            (?P<token>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])""", basic_credentials,
+                           (?P<token>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])""", basic_credentials,
          folded=True),
     Rule("bearer-token", r"""bearer(?<![a-z0-9_-]bearer)[ \t]+
-                              (?P<token>[a-z0-9._~+/-]{16,}=*)""", bearer_token, folded=True),
+                             (?P<token>[a-z0-9._~+/-]{16,}=*)""", bearer_token, folded=True),
     Rule("bearer-token", r"""authorization(?<![a-z0-9_-]authorization)["']?\]?[ \t]*[:=,][ \t]*
-                              ["'`]?(?P<scheme>[a-z][a-z0-9_-]{1,30})[ \t]+
-                              (?P<token>[a-z0-9._~+/=-]{16,})""", other_scheme_token, folded=True),
+                             ["'`]?(?P<scheme>[a-z][a-z0-9_-]{1,30})[ \t]+
+                             (?P<token>[a-z0-9._~+/=-]{16,})""", other_scheme_token, folded=True),
     # Command lines.
     Rule("cli-credential", r"""-(?<![^\s]-)(?:[A-Za-z]{0,6}[uU]|-user|-proxy-user)(?:[ \t]+|=)
-                                ["']?(?P<user>[^\s:"'$]*):(?P<password>[^\s"']+)""", curl_user),
+                               ["']?(?P<user>[^\s:"'$]*):(?P<password>[^\s"']+)""", curl_user),
     Rule("cli-credential", r"""-(?<![^\s]-)(?P<flag>[paw])(?P<space>[ \t]+)?
-                                (?P<q>["']?)(?P<value>[^\s"'-][^\s"']*)""", password_flag),
+                               (?P<q>["']?)(?P<value>[^\s"'-][^\s"']*)""", password_flag),
     Rule("cli-credential", r"""-pass(?<![^\s]-pass)(?:in|out)?[ \t]+
-                                ["']?pass:(?P<value>[^\s"']+)""", openssl_pass),
+                               ["']?pass:(?P<value>[^\s"']+)""", openssl_pass),
     Rule("cli-credential", r"""--(?<![^\s]--)(?P<name>[a-z][a-z0-9-]{0,40})[ \t]+
-                                ["']?(?P<value>[^\s"'`,;&()\[\]{}<>]{1,1024})""", long_option,
+                               ["']?(?P<value>[^\s"'`,;&()\[\]{}<>]{1,1024})""", long_option,
          folded=True),
     Rule("netrc-password", r"""login(?<![a-z0-9_-]login)[ \t\r\n]+[^\s]+[ \t\r\n]+
-                                password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
+                               password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
     Rule("netrc-password", r"""machine(?<![a-z0-9_-]machine)[ \t\r\n]+[^\s]+[ \t\r\n]+
-                                password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
+                               password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
     Rule("credential-assignment", r"""key(?<![a-z0-9_-]key)[ \t]*=[ \t]*"(?P<name>[^"\n]{1,64})"[ \t]+
-                                       value[ \t]*=[ \t]*"(?P<value>[^"\s]{1,1024})["]""", config_pair,
+                                      value[ \t]*=[ \t]*"(?P<value>[^"\s]{1,1024})["]""", config_pair,
          folded=True),
     # Assignments: a name ending found in the lower-cased text, followed by a
     # separator; the check reads the name back and the value forward.
@@ -303,6 +303,6 @@ RULES: tuple[Rule, ...] = (
           | mot[ ]de[ ]passe )
         (?= """ + NAME_SEPARATOR + ")", assignment, folded=True),
     Rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
-                                       (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
+                                      (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
          folded=True),
 )
