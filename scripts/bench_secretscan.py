@@ -1,6 +1,7 @@
-"""Benchmark the credential scanner: recall and false positives per family, and throughput.
+"""Benchmark the credential scanner: recall and false positives per family, throughput and growth.
 
-    python scripts/bench_secretscan.py [--corpus DIR] [--size-mb 4] [--runs 5] [--module FILE]
+    python scripts/bench_secretscan.py [--corpus DIR] [--size-mb 4] [--runs 5] [--growth-runs 3]
+                                       [--module FILE|DIR]
 
 Prints, on the corpus (``tests/corpora/secrets/*.jsonl`` by default; each line
 ``{"family": "...", "text": "..."}``, ``family`` null for a benign text):
@@ -10,8 +11,14 @@ Prints, on the corpus (``tests/corpora/secrets/*.jsonl`` by default; each line
   * throughput in MB/s of ``scan`` over a large mixed text (the corpus, qmem's own sources and
     README, repeated to --size-mb), beside a baseline measured in the same run on the same text
     -- one trivial regular-expression pass, ``re.finditer(r"\\w+", text)`` -- and the ratio
-    scan/baseline (medians of --runs runs).
---module loads ``scan`` from another file (an older secretscan.py, say) to compare versions.
+    scan/baseline (medians of --runs runs);
+  * growth on hostile input (the inputs of tests/test_secretscan.py's backtracking tests): the
+    scan's time per character on a text about ten times as long over that on the text -- 1.0 for
+    a linear scan, 10 for a quadratic one -- beside the same figure for a baseline that does the
+    same work for every character, ``re.finditer(r"(?s).", text)``, measured interleaved with it
+    (least times of --growth-runs runs; 0 skips this part), and their ratio.
+--module loads ``scan`` from another version: a secretscan.py file (from before the scanner was
+split into modules) or a checkout's directory (its qmem package is loaded under another name).
 Nothing here asserts.
 """
 
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import importlib.util
 import json
 import re
@@ -31,11 +39,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def load_scan(module_file: str | None):
-    if module_file is None:
+def load_scan(module_path: str | None):
+    if module_path is None:
         from qmem.secretscan import scan
         return scan
-    spec = importlib.util.spec_from_file_location("secretscan_under_test", module_file)
+    path = Path(module_path)
+    if path.is_dir():  # a checkout: its package, under a name that cannot clash with ours
+        package = path / "qmem"
+        spec = importlib.util.spec_from_file_location("qmem_under_test", package / "__init__.py",
+                                                      submodule_search_locations=[str(package)])
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
+        return importlib.import_module("qmem_under_test.secretscan").scan
+    spec = importlib.util.spec_from_file_location("secretscan_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
@@ -118,18 +134,92 @@ def throughput(scan, cases: list[dict], size_mb: float, runs: int) -> None:
     print(f"  per corpus text (avg {sum(map(len, small)) / len(small):.0f} chars): {per_text * 1e6:.1f} µs")
 
 
+def timed(run) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def calls_for(function, text: str, seconds: float = 0.005) -> int:
+    """How many calls on *text* take about *seconds*: a timing shorter than that is mostly noise."""
+    return max(1, round(seconds / max(timed(lambda: function(text)), 1e-7)))
+
+
+def growth_of(functions: dict, short: str, long: str, runs: int) -> dict[str, float]:
+    """Per function: its time per character on *long* over that on *short*, from the least time of
+    ``n`` calls on *long* and of ``10 n`` calls on *short*; the functions are measured in turn
+    within each run, so that the load on the machine weighs on each alike (and the least time is
+    the one the load disturbed least)."""
+    calls = {name: calls_for(function, long) for name, function in functions.items()}
+    tens = {name: [] for name in functions}
+    ones = {name: [] for name in functions}
+    for _ in range(runs):
+        for name, function in functions.items():
+            n = calls[name]
+            tens[name].append(timed(lambda: [function(short) for _ in range(10 * n)]))
+            ones[name].append(timed(lambda: [function(long) for _ in range(n)]))
+    return {name: (min(ones[name]) / len(long)) / (min(tens[name]) / (10 * len(short))) for name in functions}
+
+
+def growth(scan, runs: int) -> None:
+    # The backtracking tests' hostile inputs, made at two sizes.
+    from tests import test_secretscan as hostile
+    # The baseline does the same work for every character (r"\w+" would do less on long runs).
+    character = re.compile(r"(?s).")
+    functions = {"scan": scan, "baseline": lambda text: sum(1 for _ in character.finditer(text))}
+    groups = [
+        ("hostile pieces", hostile.piece_inputs, 10_000),
+        ("rule samples", lambda size: ((label, text) for label, text in hostile.rule_inputs(size)
+                                       if label.endswith(("repeated", "spaced"))), 2_000),
+        # A hundred values a text, so that the work on the values outweighs the cost of a call.
+        ("long values", lambda size: ((label, (text + "\n") * 100) for label, text in hostile.value_inputs(size)),
+         50),
+    ]
+    print(f"\ngrowth on hostile input: time per character on a text about 10x as long / on the text "
+          f"(1.0 linear, 10 quadratic), least of {runs} runs, the baseline interleaved:")
+    worst = (0.0, "")
+    enabled = gc.isenabled()
+    gc.disable()  # a collection inside one run would be noise, not growth
+    try:
+        for name, inputs, size in groups:
+            rows = []
+            pairs = {label: (short, long) for (label, short), (_, long) in zip(inputs(size), inputs(10 * size))}
+
+            def row(label: str, runs: int) -> tuple[float, float, float, str]:
+                figures = growth_of(functions, *pairs[label], runs)
+                return figures["scan"] / figures["baseline"], figures["scan"], figures["baseline"], label
+
+            rows = sorted((row(label, runs) for label in pairs), reverse=True)
+            # A high figure may be a moment of load: measure the highest again, three times as long.
+            rows = sorted([row(label, 3 * runs) for *_, label in rows[:5]] + rows[5:], reverse=True)
+            print(f"  {name}: {len(rows)} inputs, sizes {size:,} and {10 * size:,}; median growth "
+                  f"{statistics.median(r[1] for r in rows):.2f}, baseline {statistics.median(r[2] for r in rows):.2f}"
+                  f"; the highest ratios:")
+            for ratio, scan_growth, base_growth, label in rows[:3]:
+                print(f"    ratio {ratio:5.2f}  growth {scan_growth:5.2f}  baseline {base_growth:5.2f}  {label}")
+            worst = max(worst, (rows[0][0], f"{name}: {rows[0][3]}"))
+    finally:
+        if enabled:
+            gc.enable()
+    print(f"  highest ratio of growths scan/baseline: {worst[0]:.2f} ({worst[1]})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=REPO / "tests" / "corpora" / "secrets",
                         help="directory of *.jsonl corpus files")
     parser.add_argument("--size-mb", type=float, default=4.0, help="size of the throughput text")
     parser.add_argument("--runs", type=int, default=5, help="runs per timing (the median is shown)")
-    parser.add_argument("--module", help="a secretscan.py file to load instead of qmem.secretscan")
+    parser.add_argument("--growth-runs", type=int, default=3, help="runs per growth figure (0: none)")
+    parser.add_argument("--module", help="a secretscan.py file, or a checkout's directory, whose scan "
+                                         "to measure instead of this one's")
     args = parser.parse_args()
     scan = load_scan(args.module)
     cases = load_corpus(args.corpus)
     quality(scan, cases)
     throughput(scan, cases, args.size_mb, args.runs)
+    if args.growth_runs > 0:
+        growth(scan, args.growth_runs)
 
 
 if __name__ == "__main__":
