@@ -282,10 +282,10 @@ MIDDLEWARE_TURNS = textwrap.dedent("""
         return request
 
     def turn(name, platform="cli", origin="assistant_tool", task_id=SESSION, session_id=SESSION, observe=True,
-             tools=True, requests=3, provider_error=False, env=None):
+             tools=True, requests=3, provider_error=False, env=None, words="how do blue green deploys work"):
         os.environ.update(env or {})
         set_current_write_origin(origin)
-        prompt = f"{name}: how do blue green deploys work"
+        prompt = f"{name}: {words}"
         turn_id = f"{session_id}:{task_id}:{name}"
         context = dict(task_id=task_id, turn_id=turn_id, session_id=session_id, platform=platform,
                        model="fake-model", provider="custom", base_url="http://127.0.0.1:9/v1",
@@ -325,7 +325,8 @@ MIDDLEWARE_TURNS = textwrap.dedent("""
            "review": turn("review", origin="background_review"), "cron": turn("cron", platform="cron"),
            "kanban": turn("kanban", env={"HERMES_KANBAN_TASK": "t-1"}),
            "no_tools": turn("no_tools", tools=False), "unreadable": turn("unreadable", tools="unreadable"),
-           "provider_error": turn("provider_error", requests=1, provider_error=True)}
+           "provider_error": turn("provider_error", requests=1, provider_error=True),
+           "credential": turn("credential", words="deploy with ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")}
     # A sub-agent runs on a worker thread of the parent's process, with its own write origin.
     worker = threading.Thread(target=lambda: out.update(subagent=turn("subagent", platform="subagent",
                                                                       task_id="sa-0-1a2b3c4d")))
@@ -381,6 +382,7 @@ class HermesMiddlewareTests(GatewayTestCase):
         self.assertEqual([r["answer"] for r in out["main"]["requests"]], [{"answer": n} for n in range(3)])
         self.assertTrue(all(r["same"] for r in out["unreadable"]["requests"]))  # passed on as Hermes built it
         self.assertEqual(out["provider_error"]["requests"][0]["answer"], {"raised": "ConnectionResetError"})
+        # One embedding per main turn, however many requests; none for the prompt holding a credential.
         self.assertEqual(sorted(self.embeddings.inputs), [f"{name}: how do blue green deploys work"
                                                          for name in ("main", "no_tools", "provider_error")])
         self.assertEqual(proc.stderr.count("qmem: recalled memories could not be formatted"), 1)  # unreadable
