@@ -20,7 +20,7 @@ from qmem import config, hermes
 
 from .fakes import FakeEmbeddings, FakeQdrant, refused_url
 from .hosts import HERMES_VERSION, hermes_python
-from .support import REPO, GatewayTestCase, TempHomeTestCase, write_config
+from .support import REPO, GatewayTestCase, TempHomeTestCase
 from .test_hermes_host import DIM, ELIGIBLE, INELIGIBLE, seed_curated
 from .test_hostsetup import HERMES_SHAPES
 
@@ -154,10 +154,9 @@ class LaneTests(GatewayTestCase):
         self.assertEqual(config.recall_host(dict(self.env, QMEM_HOST="pi")), "pi")
         self.assertEqual(config.recall_host(dict(self.env, QMEM_HOST=" ")), "prime")  # empty counts as unset
         self.assertIsNone(config.recall_host(dict(self.env, QMEM_HOST="hermes")))  # invalid: off, no fallback
+        self.assertEqual(config.setting_sources(self.env)["recall.host"], "file")
         self.configure(recall={"host": "hermes"})
         self.assertIsNone(config.recall_host(self.env))  # an invalid config gives no lane (doctor says why)
-        self.assertIn("recall.host", config.setting_sources(dict(self.env, QMEM_CONFIG=str(write_config(
-            self.env, {"recall": {"host": "pi"}})))))
 
     def test_the_mcp_server_honours_the_config(self):
         self.configure(recall={"qdrantUrl": refused_url(), "embeddingsUrl": refused_url("/v1"), "host": "pi"})
