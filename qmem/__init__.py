@@ -10,7 +10,8 @@ __version__ = "0.1.0"
 
 
 def register(ctx):  # noqa: ANN001, ANN201 - Hermes' PluginContext
-    """Hermes Agent's plugin entry point: registers the qmem tools and commands."""
+    """Hermes Agent's plugin entry point: the qmem tools, commands and skill, and the middleware
+    that adds the rules and automatic recall to each provider request."""
     from .hermes import register as register_with_hermes
 
     register_with_hermes(ctx)

@@ -54,6 +54,8 @@ __all__ = [
     "credential_variable",
     "validate_url",
     "CREDENTIAL_VARIABLES",
+    "HOST_LANES",
+    "recall_host",
 ]
 
 #: role -> environment variables, preferred first.  The gateway key has no seed alias.
@@ -66,6 +68,8 @@ CREDENTIAL_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 
 DISTANCES = ("Cosine", "Dot", "Euclid", "Manhattan")
+#: The hosts whose curated memories recall can use (``recall.host``, ``QMEM_HOST``).
+HOST_LANES = ("pi", "prime")
 SEARCH_ENDPOINTS = ("search", "query")
 
 
@@ -90,6 +94,7 @@ class RecallConfig:
     max_chars: int = 8000
     timeout_ms: int = 3000
     project: str | None = None
+    host: str | None = None  # for the MCP server and Hermes: whose curated memories to use (QMEM_HOST wins)
 
     @property
     def configured(self) -> bool:
@@ -169,6 +174,7 @@ _RECALL_KEYS: dict[str, _Key] = {
     "maxChars": _Key("max_chars", "int", minimum=1_000, maximum=200_000),
     "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=600_000),
     "project": _Key("project", "str", nullable=True, pattern=_NAME),
+    "host": _Key("host", "choice", nullable=True, choices=HOST_LANES),
 }
 
 # Key names that look like they hold a secret, compared with case and separators removed.
@@ -480,6 +486,24 @@ def credential(role: str, env: Mapping[str, str] | None = None) -> str | None:
         if value is not None and value.strip():
             return value.strip()
     return None
+
+
+def recall_host(env: Mapping[str, str] | None = None) -> str | None:
+    """Whose curated memories recall uses, for an adapter that cannot tell by itself (the MCP
+    server, the Hermes plugin): ``$QMEM_HOST`` when it is set, else the config's ``recall.host``.
+
+    None when neither names ``pi`` or ``prime``, when ``$QMEM_HOST`` holds anything else (an
+    invalid identity turns recall off rather than falling back), or when the config cannot be
+    read (the runtime reports that itself).
+    """
+    env = os.environ if env is None else env
+    explicit = (env.get("QMEM_HOST") or "").strip()
+    if explicit:
+        return explicit if explicit in HOST_LANES else None
+    try:
+        return load_config(env).recall.host
+    except ConfigError:
+        return None
 
 
 def credential_variable(role: str) -> str:

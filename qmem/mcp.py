@@ -18,9 +18,10 @@ Promises:
   requests are never lost or reordered; ``notifications/cancelled`` cancels the one in flight.
 * **Tools** are the plugin core's (``qmem_store`` … ``memory_search``), same logic as in pi.
   ``memory_search`` is listed only where it can work: recall configured and on, and a host
-  identity, ``QMEM_HOST=pi|prime``; called anyway, it answers why it is not available.  MCP
-  clients pass few environment variables to a server (the official SDK: HOME, PATH and what
-  the client's configuration adds), so credentials must be set in the client's server entry.
+  identity, ``QMEM_HOST=pi|prime`` or else the config's ``recall.host``; called anyway, it answers
+  why it is not available.  MCP clients pass few environment variables to a server (the
+  official SDK: HOME, PATH and what the client's configuration adds), so credentials must be
+  set in the client's server entry.
 * **Instructions** are the plugin core's rules block (:func:`qmem.rules.rules_block`), the
   same text pi and Prime append to the system prompt, machine identification included.
 * **Always an answer.** Text that cannot be encoded (a lone surrogate a client sent) is
@@ -43,6 +44,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, BinaryIO  # noqa: E402
 
 from . import __version__  # noqa: E402
+from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .jsonlines import encode_line  # noqa: E402
@@ -213,7 +215,8 @@ class McpServer:
             raise _RequestError(INVALID_PARAMS, f"Unknown tool: {name}")
         if name == "memory_search" and self.session.host is None:
             return self._result("memory_search: recall is not configured for this server (set QMEM_HOST=pi or "
-                                "QMEM_HOST=prime, the host whose curated memories to recall)", None, error=True)
+                                "QMEM_HOST=prime, or recall.host in the config: the host whose curated memories "
+                                "to recall)", None, error=True)
         try:
             answer = self.session.call_tool(name, arguments, cancel=cancel)
         except QmemError as exc:
@@ -244,10 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout is the protocol channel
-    host = os.environ.get("QMEM_HOST")
     warnings = Warnings(lambda sentence: sys.stderr.write(sentence + "\n"))
-    session = PluginSession(host=host if host in ("pi", "prime") else None, cwd=Path.cwd(),
-                            env=dict(os.environ), warnings=warnings)
+    session = PluginSession(host=recall_host(os.environ), cwd=Path.cwd(), env=dict(os.environ), warnings=warnings)
     try:
         McpServer(session, sys.stdin.buffer, out).serve()
     except KeyboardInterrupt:

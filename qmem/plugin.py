@@ -62,12 +62,14 @@ def _check_text(args: Mapping[str, Any]) -> None:
 
 @dataclass
 class PluginSession:
-    """One host session.  ``host`` ("pi", "prime" or None) comes from the adapter."""
+    """One host session.  ``host`` ("pi", "prime" or None) comes from the adapter (the MCP server
+    and Hermes take it from :func:`qmem.config.recall_host`)."""
 
     host: str | None
     cwd: Path
     env: MutableMapping[str, str] = field(default_factory=lambda: dict(os.environ))
     warnings: Warnings = field(default_factory=Warnings)
+    skill_hint: str | None = None  # how the host loads the qmem skill, named in the rules (Hermes)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -177,7 +179,8 @@ class PluginSession:
                 project = self.runtime.config.recall.project or current_project(self.cwd)
             except ConfigError:
                 project = current_project(self.cwd)
-            self._rules = rules_block(project, *machine_identity(), memory_search=self.recall_offered())
+            self._rules = rules_block(project, *machine_identity(), memory_search=self.recall_offered(),
+                                      skill=self.skill_hint)
         return self._rules
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,

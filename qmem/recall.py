@@ -67,6 +67,7 @@ __all__ = [
     "recall_patch",
     "prompt_of",
     "MEMORY_SEARCH_MAX_LIMIT",
+    "MAX_PROMPT_CHARS",
 ]
 
 #: The private custom type of qmem's recall message in a host's context.

@@ -60,7 +60,7 @@ PRIME = Host(f"prime-agent-{PRIME_VERSION}", "QMEM_TEST_PRIME", ("tests.test_pri
 PRIME_KERNEL = Host(f"prime-kernel-{PRIME_VERSION}", "QMEM_TEST_PRIME_KERNEL",
                     ("tests.test_prime_host.PrimeKernelTests",))
 MCP = Host("mcp-venv", "QMEM_TEST_MCP_PYTHON", ("tests.test_mcp",))
-HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes",))
+HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes", "tests.test_hermes_host"))
 REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, HERMES)
 
 

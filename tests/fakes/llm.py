@@ -6,6 +6,11 @@ function ``(request_body) -> Reply`` that the test supplies.  Answers stream as
 a non-streaming request gets one ``chat.completion`` object.  ``GET /v1/models`` lists one
 model.
 
+Knobs: ``prompt_tokens`` is the usage every answer reports (a script may change it between
+requests: Hermes compresses its context when it is high); ``call_ids`` prefixes tool-call ids
+(``<call_ids>_<answer>_<index>``): a host that resumes a stored session next to a fresh fake
+needs ids the stored ones do not already use.
+
 :func:`after_last_assistant` gives what a script should look at: a context hook's message
 arrives *after* the tool result, as the last ``role: "user"`` message (seen with pi 0.73.1),
 so a script must read every message after the last assistant message.
@@ -45,10 +50,13 @@ def after_last_assistant(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class FakeLLM(FakeServer):
-    def __init__(self, script: Callable[[dict[str, Any]], Reply], model: str = "fake-model") -> None:
+    def __init__(self, script: Callable[[dict[str, Any]], Reply], model: str = "fake-model",
+                 call_ids: str = "call") -> None:
         super().__init__()
         self.script = script
         self.model = model
+        self.call_ids = call_ids
+        self.prompt_tokens = 10
         self._calls = 0
         self._calls_lock = threading.Lock()
 
@@ -73,15 +81,20 @@ class FakeLLM(FakeServer):
             return Response.json({"id": completion_id, "object": "chat.completion", "model": self.model,
                                   "choices": [{"index": 0, "message": message,
                                                "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+                                  "usage": self._usage()})
         return Response(200, self._sse(reply, completion_id, call_number), {"Content-Type": "text/event-stream"})
 
+    def _usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": 5, "total_tokens": self.prompt_tokens + 5}
+
     def _tool_calls(self, reply: Reply, call_number: int) -> list[dict[str, Any]]:
-        return [{"id": f"call_{call_number}_{i}", "type": "function",
+        return [{"id": f"{self.call_ids}_{call_number}_{i}", "type": "function",
                  "function": {"name": name, "arguments": json.dumps(arguments)}}
                 for i, (name, arguments) in enumerate(reply.tool_calls)]
 
     def _sse(self, reply: Reply, completion_id: str, call_number: int) -> bytes:
+        usage = self._usage()
+
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             return "data: " + json.dumps({"id": completion_id, "object": "chat.completion.chunk", "model": self.model,
                                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
@@ -94,7 +107,6 @@ class FakeLLM(FakeServer):
         events.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
         events.append("data: " + json.dumps({"id": completion_id, "object": "chat.completion.chunk",
                                              "model": self.model, "choices": [],
-                                             "usage": {"prompt_tokens": 10, "completion_tokens": 5,
-                                                       "total_tokens": 15}}) + "\n\n")
+                                             "usage": usage}) + "\n\n")
         events.append("data: [DONE]\n\n")
         return "".join(events).encode("utf-8")
