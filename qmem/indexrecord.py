@@ -1,6 +1,6 @@
 """What the local index holds about one record, and how what is learned merges into it.
 
-Pure: no SQLite, no files.  A :class:`Record` is one row of the index as callers see it;
+No SQLite and no files.  A :class:`Record` is one row of the index as callers see it;
 an :class:`Observation` is something learned about a gateway record (from the gateway's own
 answer, a session file, a search result, ``pull``); an :class:`Outcome` is what the gateway
 said about one outbox record.  :func:`merge_observation` is the one rule for learning: full
