@@ -279,19 +279,10 @@ class LocalIndex(IndexFile):
         A pending correction marks its target (by gateway or local id) superseded by its
         local id, unless the target already knows what superseded it.
         """
-        key = record.local_id
-        if key is None or record.id != key:
+        if record.local_id is None or record.id != record.local_id:
             raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
-            known = conn.execute("SELECT id FROM records WHERE local_id = ? OR id = ?", (key, key)).fetchone()
-            if known is not None:
-                existing = _get(conn, known[0])
-                assert existing is not None
-                return existing, False
-            _insert(conn, record)
-            if record.state == "pending":
-                _mark_target(conn, record)
-        return record, True
+            return _add_queued(conn, record)
 
     def claim_pending(self, limit: int, *, token: str, now: float, until: float,
                       holder_is_gone: Callable[[str], bool]) -> list[Record]:
@@ -482,6 +473,19 @@ def _learn_one(conn: sqlite3.Connection, obs: Observation, now: str) -> str:
         return "added"
     _update(conn, merged)
     return "updated"
+
+
+def _add_queued(conn: sqlite3.Connection, record: Record) -> tuple[Record, bool]:
+    key = record.local_id
+    known = conn.execute("SELECT id FROM records WHERE local_id = ? OR id = ?", (key, key)).fetchone()
+    if known is not None:
+        existing = _get(conn, known[0])
+        assert existing is not None
+        return existing, False
+    _insert(conn, record)
+    if record.state == "pending":
+        _mark_target(conn, record)
+    return record, True
 
 
 def _queue_counts(conn: sqlite3.Connection) -> dict[str, int]:
