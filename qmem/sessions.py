@@ -41,7 +41,8 @@ from stat import S_ISREG
 from typing import Any, BinaryIO
 
 from .errors import InputError
-from .localindex import LocalIndex, Observation, observation_from_record, this_machine, utc_now
+from .indexrecord import Observation, observation_from_record, this_machine
+from .localindex import ImportedFile, LocalIndex
 from .outbox import Outbox
 from .records import NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record
 
@@ -205,16 +206,6 @@ def learned_from_call(name: str, arguments: Mapping[str, Any], result: Mapping[s
 
 # --- reading files -----------------------------------------------------------------------
 
-@dataclass
-class _FileState:
-    size: int
-    mtime_ns: int
-    inode: int
-    offset: int
-    head: str
-    tail: str  # digest of the bytes just before ``offset`` ('' when an older qmem saved the state)
-
-
 def _head_digest(data: bytes) -> str:
     return f"{len(data)}:{sha256(data).hexdigest()}"
 
@@ -226,7 +217,7 @@ def _tail_digest(handle: BinaryIO, offset: int) -> str:
     return _head_digest(handle.read(offset - start))
 
 
-def _same_file_grown(handle: BinaryIO, stat: os.stat_result, state: _FileState) -> bool:
+def _same_file_grown(handle: BinaryIO, stat: os.stat_result, state: ImportedFile) -> bool:
     """True when the file is the one imported before, only appended to since.
 
     Same inode and at least as long is not enough: a file truncated and rewritten in place
@@ -251,9 +242,7 @@ class SessionImporter:
     def run(self, roots: list[SessionRoot], *, progress: Callable[[int, int], None] | None = None) -> ImportReport:
         """Import every session file under ``roots``; ``progress(done, total)`` is told after each file."""
         report = ImportReport()
-        with self.index.reading() as conn:
-            known = {row[0]: _FileState(*row[1:]) for row in conn.execute(
-                "SELECT key, size, mtime_ns, inode, offset, head, tail FROM import_files")}
+        known = self.index.imported_files()
         found = [(root, item) for root in roots for item in _discover(root)]
         for done, (root, (key, path, stat)) in enumerate(found, 1):
             if progress is not None:
@@ -271,14 +260,14 @@ class SessionImporter:
                 report.unreadable += 1
         return report
 
-    def _import_file(self, key: str, path: Path, stat: os.stat_result, state: _FileState | None,
+    def _import_file(self, key: str, path: Path, stat: os.stat_result, state: ImportedFile | None,
                      report: ImportReport) -> None:
         with open(path, "rb") as handle:
             offset = state.offset if state is not None and _same_file_grown(handle, stat, state) else 0
             if state is not None and offset == 0 and state.offset > 0:
                 report.reread += 1
             handle.seek(offset)
-            calls = {} if offset == 0 else self._saved_calls(key)
+            calls = {} if offset == 0 else self.index.calls_awaiting_results(key)
             learned: list[Observation | QueuedWrite] = []
             consumed = offset
             rest = b""
@@ -302,11 +291,6 @@ class SessionImporter:
             tail = _tail_digest(handle, consumed)
         report.read += 1
         self._commit(key, stat, consumed, head, tail, calls, learned, report)
-
-    def _saved_calls(self, key: str) -> dict[str, tuple[str, dict[str, Any]]]:
-        with self.index.reading() as conn:
-            rows = conn.execute("SELECT call_id, name, arguments FROM import_calls WHERE file_key = ?", (key,))
-            return {row[0]: (row[1], json.loads(row[2])) for row in rows}
 
     def _line(self, line: bytes, key: str, calls: dict[str, tuple[str, dict[str, Any]]],
               learned: list[Observation | QueuedWrite], report: ImportReport) -> None:
@@ -342,26 +326,12 @@ class SessionImporter:
     def _commit(self, key: str, stat: os.stat_result, offset: int, head: str, tail: str,
                 calls: dict[str, tuple[str, dict[str, Any]]], learned: list[Observation | QueuedWrite],
                 report: ImportReport) -> None:
-        now = utc_now()
+        counts = self.index.record_import(
+            key, ImportedFile(stat.st_size, stat.st_mtime_ns, stat.st_ino, offset, head, tail),
+            [item for item in learned if isinstance(item, Observation)], calls)
+        report.records_added += counts["added"]
+        report.records_updated += counts["updated"]
         queued = [item for item in learned if isinstance(item, QueuedWrite)]
-        with self.index.transaction() as tx:
-            for item in learned:
-                if isinstance(item, Observation):
-                    outcome = tx.learn_one(item, now)
-                    if outcome == "added":
-                        report.records_added += 1
-                    elif outcome == "updated":
-                        report.records_updated += 1
-            tx.execute("DELETE FROM import_calls WHERE file_key = ?", (key,))
-            tx.conn.executemany(
-                "INSERT INTO import_calls (file_key, call_id, name, arguments) VALUES (?, ?, ?, ?)",
-                [(key, call_id, name, json.dumps(args)) for call_id, (name, args) in calls.items()])
-            tx.execute(
-                "INSERT INTO import_files (key, size, mtime_ns, inode, offset, head, tail) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-                "inode = excluded.inode, offset = excluded.offset, head = excluded.head, tail = excluded.tail",
-                (key, stat.st_size, stat.st_mtime_ns, stat.st_ino, offset, head, tail))
         for item in queued:
             # Whatever wrote the session file, a credential found now keeps the write here, unsent.
             findings = credential_findings(item.record.to_request())

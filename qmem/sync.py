@@ -26,7 +26,7 @@ from typing import Any
 from .errors import QmemError
 from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
     GatewayUnavailable
-from .localindex import Observation, Record, observation_from_record
+from .indexrecord import Observation, Record, observation_from_record
 from .outbox import Outbox, Outcome
 from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
@@ -188,12 +188,8 @@ class EnrichReport(_Report):
 def enrich(rt: Runtime, *, everything: bool = False) -> EnrichReport:
     """Fill partial records (or, with ``everything``, refresh all) from the gateway."""
     gateway = require_gateway(rt)
-    where = "local_id IS NULL OR state = 'synced'" if everything else \
-        "(coverage = 'partial' OR text = '') AND (local_id IS NULL OR state = 'synced')"
-    with rt.index.reading() as conn:
-        ids = [row[0] for row in conn.execute(f"SELECT id FROM records WHERE {where} ORDER BY rowid")]
     report = EnrichReport()
-    for record_id in ids:
+    for record_id in rt.index.enrich_candidates(everything=everything):
         if is_local_id(record_id):
             continue
         report.checked += 1

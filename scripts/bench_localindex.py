@@ -35,8 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from qmem.indexrecord import RECORD_COLUMNS, Observation  # noqa: E402
 from qmem.indexschema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
-from qmem.localindex import _RECORD_COLUMNS, LocalIndex, Observation  # noqa: E402
+from qmem.localindex import LocalIndex  # noqa: E402
 from qmem.sessions import SessionImporter, SessionRoot  # noqa: E402
 from sqltiming import TimedSQL  # noqa: E402
 
@@ -156,7 +157,7 @@ def bench_find(path: Path, queries: list[str], *, projects: int = 0) -> dict[str
 def bench_tie_order(path: Path, finals: list[str]) -> dict[str, tuple[float, float]]:
     """p50/p95 of find's SQL shape ordered by rank alone and by rank then rowid."""
     conn = sqlite3.connect(str(path))
-    columns = ", ".join("r." + c for c in _RECORD_COLUMNS)
+    columns = ", ".join("r." + c for c in RECORD_COLUMNS)
     rng = random.Random(5)
     figures = {}
     for label, project in (("no filter", False), ("project filter", True)):

@@ -1,6 +1,8 @@
+import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -9,11 +11,10 @@ import unittest
 from pathlib import Path
 
 from qmem.errors import CorruptIndexError, InputError, LocalIndexError
-from qmem.indexschema import APPLICATION_ID, MIGRATIONS
-from qmem.localindex import (
-    SCHEMA_VERSION, LocalIndex, Observation, Record, match_expression, merge_observation, observation_from_record,
-    query_terms,
-)
+from qmem.indexrecord import Observation, Record, merge_observation, observation_from_record
+from qmem.indexschema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from qmem.lexical import match_expression, query_terms
+from qmem.localindex import LocalIndex
 
 from .support import REPO, TempHomeTestCase
 
@@ -52,6 +53,9 @@ class SchemaTests(IndexTestCase):
         self.assertNotIn("prefix", sql)
         self.assertIn("tail", [row[1] for row in conn.execute("PRAGMA table_info(import_files)")])
         self.assertEqual(self.path.stat().st_mode & 0o777, 0o600)
+
+    def test_integrity_check_of_a_sound_index(self):
+        self.assertEqual(self.index.check_integrity(), ["ok"])
 
     def make_old(self, version: int, texts=("made by schema one",)) -> Path:
         path = self.home / f"v{version}.sqlite"
@@ -584,6 +588,26 @@ class ReadOnlyTests(TempHomeTestCase):
         self.lock_down(directory_writable=False)
         out = self.read_as_reader()
         self.assertServesReadsOnly(out, found=["k1", "k2"])
+
+
+#: A statement on one of the index's tables, as it appears in a string of a module.
+INDEX_STATEMENT = re.compile(
+    r"\b(?:FROM|INTO|UPDATE|JOIN|TABLE)\s+(?:records|records_fts|meta|import_files|import_calls)\b")
+
+
+class OwnershipTests(unittest.TestCase):
+    """The index's tables have one owner: localindex runs their statements, indexschema defines them."""
+
+    def test_no_other_module_holds_a_statement_on_the_index_tables(self):
+        offenders = []
+        for path in sorted((REPO / "qmem").glob("*.py")):
+            if path.stem in ("localindex", "indexschema"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                text = node.value if isinstance(node, ast.Constant) else None
+                if isinstance(text, str) and INDEX_STATEMENT.search(text):
+                    offenders.append(f"{path.name}:{node.lineno}")
+        self.assertEqual(offenders, [])
 
 
 class RecordJsonTests(unittest.TestCase):

@@ -2,7 +2,8 @@ import subprocess
 import sys
 import textwrap
 
-from qmem.localindex import LocalIndex, Observation
+from qmem.indexrecord import Observation
+from qmem.localindex import LocalIndex
 from qmem.outbox import Outbox, Outcome
 from qmem.records import NewRecord, is_local_id
 
