@@ -217,8 +217,7 @@ def _index(env: Mapping[str, str], config: Config) -> dict[str, Any]:
     try:
         with LocalIndex(path) as index:
             status = index.status().to_json()
-            with index.reading() as conn:
-                rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchmany(5)]
+            rows = index.check_integrity()
     except QmemError as exc:
         return {"exists": True, "error": exc.message}
     return {"exists": True, **status, "integrity": "ok" if rows == ["ok"] else "; ".join(rows)[:300]}
