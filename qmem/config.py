@@ -202,6 +202,8 @@ def _variable_for_secret(path: tuple[str, ...]) -> str:
     return CREDENTIAL_VARIABLES[role][0]
 
 
+#: The longest string value (a path: PATH_MAX on Linux).
+MAX_STRING_CHARS = 4096
 #: Config documents are two levels deep; anything far deeper is refused before it is walked.
 MAX_DEPTH = 16
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
@@ -332,6 +334,11 @@ def _check_value(key: str, spec: _Key, value: Any, where: str) -> Any:
         return value
     if not value.strip():
         raise ConfigError(f"config key {label!r} must not be empty")
+    if len(value) > MAX_STRING_CHARS:
+        raise ConfigError(f"config key {label!r} must be at most {MAX_STRING_CHARS} characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        # NUL, newlines and lone surrogates: no path, name or model can hold them, and the OS would raise.
+        raise ConfigError(f"config key {label!r} must not contain control characters or invalid Unicode")
     if spec.pattern is not None and not re.fullmatch(spec.pattern, value):
         raise ConfigError(f"config key {label!r} has characters that are not allowed")
     return value

@@ -133,6 +133,9 @@ class ConfigFileTests(TempHomeTestCase):
             '{"timeoutMs": 3600001}': ("'timeoutMs' must be at most 3600000",),
             '{"localFallback": "yes"}': ("'localFallback' must be true or false",),
             '[' * 100_000 + ']' * 100_000: ("nested too deeply",),
+            '{"localDbPath": "a\\u0000b"}': ("'localDbPath' must not contain control characters",),
+            '{"localDbPath": "x\\ud800"}': ("'localDbPath' must not contain control characters or invalid Unicode",),
+            '{"localDbPath": "/' + "a" * 5000 + '"}': ("'localDbPath' must be at most 4096 characters",),
         }
         path = config.config_path(self.env)
         path.parent.mkdir(parents=True)
