@@ -27,7 +27,6 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from . import config as config_mod

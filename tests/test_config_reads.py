@@ -25,7 +25,7 @@ from qmem import config
 from qmem.configfile import MAX_CONFIG_BYTES
 from qmem.errors import ConfigError
 
-from .support import REPO, TempHomeTestCase, write_config
+from .support import TempHomeTestCase, write_config
 from .test_bridge import BridgeProcess
 
 WATCHDOG_S = 60  # seconds; a healthy read takes milliseconds, a hang takes forever

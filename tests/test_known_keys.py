@@ -20,7 +20,7 @@ from qmem import gateway as gateway_mod
 from qmem.config import CREDENTIAL_VARIABLES
 from qmem.knownkeys import MARKER, PIECE, KnownKeys, known_keys, safe_server_text
 
-from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault, embed_text
+from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault
 from .support import REPO, TempHomeTestCase, write_config
 
 DIM = 16
