@@ -73,6 +73,7 @@ def render_status(document: Mapping[str, Any]) -> str:
         runtime_line,
         f"{'breakers':<12} {breakers}",
         f"{'local index':<12} {index_line}",
+        *(f"{'warning':<12} {warning}" for warning in document.get("warnings", ())),
         f"{'overall':<12} {'ok' if document['ok'] else 'problems found'}",
     ])
 

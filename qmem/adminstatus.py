@@ -5,7 +5,11 @@ one is given (source key), runtime health with the runtime's read-only key (``/h
 and the collection readable), the breakers of the gateway, Qdrant and embeddings URLs,
 and the local index if its file exists (it is never created).  It writes nothing, and
 when anything checked is unhealthy it raises :class:`StatusProblems` carrying the whole
-report, so that the report is printed and the exit status is 1.
+report, so that the report is printed and the exit status is 1.  Warnings
+(:mod:`qmem.credentialaudit`: the admin key reused for the runtime or the source, a config
+value that looks like a credential, such a config readable by others) are reported and do
+not change the exit status.  No string the credential scanner flags is printed: a collection
+named like a token is shown as ``[redacted: <family>]``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from .admininit import layout_problems
 from .adminqdrant import AdminQdrant, CollectionLayout, SourceProjection
 from .adminrender import render_status
 from .config import RecallConfig
+from .credentialaudit import audit, hide_flagged
 from .errors import QmemError
 from .hermesimport import PROFILES
 from .localindex import LocalIndex
@@ -160,6 +165,8 @@ def run_status(ctx: AdminContext, args: Any) -> tuple[dict[str, Any], str]:
     }
     problems = _status_problems(document)
     document["ok"] = not problems
+    document["warnings"] = audit(ctx.env)
+    document = hide_flagged(document)
     text = render_status(document)
     if problems:
         raise StatusProblems(problems, document, text)

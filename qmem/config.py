@@ -7,8 +7,11 @@ Promises:
   ``~/.local/share/qmem/``): the index ``qmem.sqlite`` (``$QMEM_SQLITE`` wins over the
   ``localDbPath`` key, which wins over the default) and ``breaker.json``
   (``$QMEM_BREAKER_FILE``).
-* **Validation.** A missing file means defaults.  A present file must be a JSON object
-  whose keys are all known (camelCase, DESIGN §4); values have the right type and range;
+* **Validation.** A missing file means defaults.  A present file is read by
+  :mod:`qmem.configfile` (a regular file of at most 1 MiB, read without blocking; strict
+  JSON: no ``NaN``, no key twice, no absurdly long number; a dangling link is an error, not
+  "no file") and must be a JSON object whose keys are all known (camelCase, DESIGN §4);
+  values have the right type and range (a number with a decimal point is not a whole number);
   URLs are plain ``http(s)://host[:port][/path]`` — no userinfo, query or fragment, the
   places where credentials leak.  Every problem is a :class:`ConfigError` with one line
   that names the key (and the line/column for malformed JSON), never the value.
@@ -35,6 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .atomicfile import write_atomic
+from .configfile import OversizedNumber, read_config_file
 from .errors import ConfigError
 from .secretscan import scan
 
@@ -204,6 +208,8 @@ def _variable_for_secret(path: tuple[str, ...]) -> str:
     return CREDENTIAL_VARIABLES[role][0]
 
 
+#: The longest string value (a path: PATH_MAX on Linux).
+MAX_STRING_CHARS = 4096
 #: Config documents are two levels deep; anything far deeper is refused before it is walked.
 MAX_DEPTH = 16
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
@@ -312,12 +318,13 @@ def _check_value(key: str, spec: _Key, value: Any, where: str) -> Any:
             raise ConfigError(f"config key {label!r} must be true or false")
         return value
     if spec.kind == "int":
-        # bool is an int subclass in Python; "true" is not a timeout.
+        if isinstance(value, OversizedNumber):
+            raise ConfigError(f"config key {label!r} must be a whole number from {spec.minimum} to {spec.maximum} "
+                              f"(it has {value.digits} digits)")
+        # bool is an int subclass in Python; "true" is not a timeout, and 3000.5 (or 3000.0) is not a count.
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise ConfigError(f"config key {label!r} must be a whole number")
+            raise ConfigError(f"config key {label!r} must be a whole number"
+                              + (" (written without a decimal point or exponent)" if isinstance(value, float) else ""))
         if spec.minimum is not None and value < spec.minimum:
             raise ConfigError(f"config key {label!r} must be at least {spec.minimum}")
         if spec.maximum is not None and value > spec.maximum:
@@ -333,6 +340,11 @@ def _check_value(key: str, spec: _Key, value: Any, where: str) -> Any:
         return value
     if not value.strip():
         raise ConfigError(f"config key {label!r} must not be empty")
+    if len(value) > MAX_STRING_CHARS:
+        raise ConfigError(f"config key {label!r} must be at most {MAX_STRING_CHARS} characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        # NUL, newlines and lone surrogates: no path, name or model can hold them, and the OS would raise.
+        raise ConfigError(f"config key {label!r} must not contain control characters or invalid Unicode")
     if spec.pattern is not None and not re.fullmatch(spec.pattern, value):
         raise ConfigError(f"config key {label!r} has characters that are not allowed")
     return value
@@ -368,27 +380,8 @@ def parse_config(raw: object) -> Config:
 
 def _read_document(path: Path) -> dict[str, Any] | None:
     """The decoded config document, or None when the file does not exist."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise ConfigError(f"the config file {path.name} is a directory") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the config file {path.name}: {exc.strerror or 'I/O error'}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ConfigError(f"the config file {path.name} is not UTF-8 text") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"the config file {path.name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise ConfigError(f"the config file {path.name} is nested more than {MAX_DEPTH} levels deep") from None
-    if not isinstance(document, dict):
+    document = read_config_file(path, show_key=shown_key)
+    if document is not None and not isinstance(document, dict):
         raise ConfigError(f"the config file {path.name} must hold a JSON object")
     return document
 

@@ -19,10 +19,15 @@ Promises:
   is still open.  Each probe is bounded by the service's configured timeouts, no retries;
   the three services are probed at the same time.
 * **Problems vs warnings**: anything configured that does not work is a problem (the CLI
-  exits 1); things worth knowing that do not break anything are warnings.
+  exits 1); things worth knowing that do not break anything are warnings (exit 0), among
+  them what :mod:`qmem.credentialaudit` finds: a config value that looks like a credential
+  (named by field and family), such a config file readable by group or others, and the admin
+  key reused for the runtime or the source.
 * It is one of the commands that exist to show the setup, so it shows endpoints and paths;
-  never a credential, a request or response body, a query or memory text.  The embeddings
-  probe sends a fixed sentence, nothing of the user's.
+  never a credential, a request or response body, a query or memory text.  Any string of the
+  report that the credential scanner flags — a token pasted as ``recall.collection``, say —
+  is shown as ``[redacted: <family>]``.  The embeddings probe sends a fixed sentence, nothing
+  of the user's.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 
 from . import __version__, hostsetup
 from . import config as config_mod
+from .credentialaudit import audit, hide_flagged
 from .breaker import Breaker, BreakerPolicy
 from .config import Config, ConfigError
 from .embeddings import EmbeddingError, EmbeddingsClient
@@ -317,6 +323,9 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
             warnings.append("hermes: qmem is installed but not in plugins.enabled: `python3 -m qmem.local install "
                             "hermes` enables it")
 
+    warnings += audit(env)
+    # Shown values are redacted by the scanner's families: the report never prints a credential.
+    problems, warnings = hide_flagged(problems), hide_flagged(warnings)
     document = {
         "qmem": {"version": __version__, "package": str(hostsetup.package_dir())},
         "python": python,
@@ -331,7 +340,7 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
         "problems": problems,
         "ok": not problems,
     }
-    return Diagnosis(document, problems, warnings)
+    return Diagnosis(hide_flagged(document), problems, warnings)
 
 
 # --- text -----------------------------------------------------------------------------------

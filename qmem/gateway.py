@@ -17,8 +17,12 @@ Promises:
   id).  A 2xx whose body is not the expected JSON is an ambiguous failure, never data.
 * Errors say ``sent`` when any attempt may have reached the gateway: a write that fails
   that way must be retried with the same Idempotency-Key, never reported as lost.
-* A gateway's error ``code`` and ``detail`` pass through the credential scanner's
-  redaction before they reach a message or an outbox reason.
+* Nothing the gateway says reaches a caller with a credential in it.  Every answer is read
+  through :class:`~qmem.transport.Response`, which redacts qmem's own keys by value; and the
+  error types clean the server's words themselves (:func:`~qmem.knownkeys.safe_server_text`:
+  keys by value, other credentials by shape, one bounded line) when they are built, so a
+  :class:`GatewayRefused`'s ``code``, ``detail``, message and outbox ``reason``, and a
+  :class:`GatewayDuplicate`'s ``matched_id``, are safe whichever path raised them.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from urllib.parse import quote
 
 from .breaker import Breaker
 from .errors import QmemError
-from .secretscan import redact
+from .knownkeys import safe_server_text
 from .transport import HttpClient, Response, TransportError
 
 __all__ = [
@@ -44,6 +48,9 @@ __all__ = [
 ]
 
 MAX_DETAIL_CHARS = 200
+MAX_CODE_CHARS = 60
+#: A matched id is shown and kept whole up to this length (gateway ids are UUIDs).
+MAX_ID_CHARS = 200
 
 
 class GatewayError(QmemError):
@@ -77,10 +84,11 @@ class GatewayRefused(GatewayError):
     """The gateway answered 4xx: it is alive and said no."""
 
     def __init__(self, message: str, *, status: int, code: str | None = None, detail: str | None = None) -> None:
-        super().__init__(message)
+        # code and detail are the server's words, and the message may quote them: all three are cleaned here.
+        super().__init__(safe_server_text(message, 2 * MAX_DETAIL_CHARS))
         self.status = status
-        self.code = code
-        self.detail = detail
+        self.code = safe_server_text(code, MAX_CODE_CHARS) or None if code else None
+        self.detail = safe_server_text(detail, MAX_DETAIL_CHARS) or None if detail else None
 
     @property
     def reason(self) -> str:
@@ -103,6 +111,7 @@ class GatewayDuplicate(GatewayRefused):
     """409 on create: the gateway already holds a similar record, ``matched_id``."""
 
     def __init__(self, matched_id: str) -> None:
+        matched_id = safe_server_text(matched_id, MAX_ID_CHARS)
         super().__init__(f"the gateway already holds a similar record ({matched_id})", status=409, code="duplicate")
         self.matched_id = matched_id
 
@@ -123,12 +132,11 @@ def _detail(payload: Any) -> tuple[str | None, str | None]:
         detail = "; ".join(bits) or None
     elif not isinstance(detail, str):
         detail = None
-    # Server-supplied text is shown and stored: redact credentials first (a validation error
-    # may echo the request's Authorization header), then bound it.
+    # Server-supplied text is shown and stored: bound and clean it before it is quoted in a message.
     if code:
-        code = " ".join(redact(code).split())[:60]
+        code = safe_server_text(code, MAX_CODE_CHARS) or None
     if detail:
-        detail = " ".join(redact(detail).split())[:MAX_DETAIL_CHARS]
+        detail = safe_server_text(detail, MAX_DETAIL_CHARS) or None
     return code, detail
 
 

@@ -17,6 +17,12 @@ Promises:
   :class:`TransportError` says what happened and whether the request may have been
   delivered (``sent``), which is what decides between "safe to say it failed" and
   "retry with the same Idempotency-Key".
+* **What a server says comes back without qmem's keys.**  :meth:`Response.json` and
+  :meth:`Response.text` are the ways into an answer, and both replace every configured
+  credential's value, and every 12-character piece of one, with ``[redacted]``
+  (:mod:`qmem.knownkeys`: the process environment's keys plus the key this client sends),
+  before a caller can show, return or store any of it.  ``Response.body`` is the raw
+  answer, for a parser with needs of its own, which then redacts with ``Response.known``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .errors import QmemError
+from .knownkeys import KnownKeys, known_keys
 
 __all__ = ["HttpClient", "Response", "TransportError", "parse_retry_after", "set_wait_observer"]
 
@@ -89,23 +96,30 @@ class TransportError(QmemError):
         return self.kind in AMBIGUOUS_KINDS
 
 
+_NO_KEYS = KnownKeys(())
+
+
 @dataclass(frozen=True)
 class Response:
+    """One answer.  Read it with :meth:`json` or :meth:`text`, which redact qmem's keys."""
+
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)  # lower-cased names
-    body: bytes = b""
+    body: bytes = b""  # raw: whoever parses it directly redacts with ``known``
+    known: KnownKeys = field(default=_NO_KEYS, repr=False)
 
     def json(self) -> Any:
-        """The decoded JSON body; TransportError(kind="protocol") if it is not JSON."""
+        """The decoded JSON body, every string redacted; TransportError(kind="protocol") if it is not JSON."""
         try:
-            return json.loads(self.body.decode("utf-8")) if self.body else None
+            document = json.loads(self.body.decode("utf-8")) if self.body else None
         except (UnicodeDecodeError, ValueError):
             raise TransportError(f"the service answered {self.status} with a body that is not JSON",
                                  kind="protocol", sent=True, status=self.status) from None
+        return self.known.redact_document(document)
 
     def text(self, limit: int = 300) -> str:
-        """The body as bounded, single-line text (for services that answer plain text)."""
-        text = self.body[: limit * 4].decode("utf-8", "replace")
+        """The body as bounded, single-line, redacted text (for services that answer plain text)."""
+        text = self.known.redact(self.body[: limit * 4].decode("utf-8", "replace"))
         return " ".join(text.split())[:limit]
 
 
@@ -265,6 +279,7 @@ class HttpClient:
         self.service = service
         self.max_response_bytes = max_response_bytes
         self._headers = {"Accept": "application/json", "User-Agent": "qmem", **(headers or {})}
+        self._own_keys = tuple(_credentials_in(self._headers))
         self._pool: list[tuple[_Connection, _Deadline]] = []
         self._pool_size = pool_size
         self._lock = threading.Lock()
@@ -439,7 +454,8 @@ class HttpClient:
         if status >= 500 or status == 429:
             raise TransportError(f"the {service} answered {status}", kind="http_status", sent=True, status=status,
                                  retry_after=parse_retry_after(response_headers.get("retry-after")))
-        return Response(status=status, headers=response_headers, body=data)
+        return Response(status=status, headers=response_headers, body=data,
+                        known=known_keys(extra=self._own_keys))
 
 
     def _read_body(self, raw: http.client.HTTPResponse, status: int) -> bytes:
@@ -463,6 +479,21 @@ class HttpClient:
         if raw.length:  # bytes announced but never received
             raise http.client.IncompleteRead(b"".join(chunks), raw.length)
         return b"".join(chunks)
+
+
+#: Request headers whose value is (or ends with) a credential.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
+
+
+def _credentials_in(headers: Mapping[str, str]) -> list[str]:
+    """The credential values this client sends: ``api-key: K`` gives K, ``Authorization: Bearer K`` gives K."""
+    values = []
+    for name, value in headers.items():
+        if name.lower() in _CREDENTIAL_HEADERS:
+            scheme, _, credential = value.strip().partition(" ")
+            values.append(credential.strip() if name.lower().endswith("authorization") and credential.strip()
+                          else value.strip())
+    return values
 
 
 class _StaleConnection(Exception):
