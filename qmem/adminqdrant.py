@@ -195,7 +195,7 @@ def _refusal(status: int, side: str) -> str:
 
 def _result(response: Response, side: str) -> Any:
     try:
-        document = json.loads(response.body) if response.body else None
+        document = response.known.redact_document(json.loads(response.body) if response.body else None)
     except ValueError:
         raise AdminQdrantError(f"{_SIDES[side][0]} answered with a body that is not JSON", category=side) from None
     if not isinstance(document, dict) or "result" not in document:
@@ -250,7 +250,7 @@ class SourceProjection:
             response = self.__channel.send("POST", self.__scroll_path, json_body=body)
             assert response is not None
             try:
-                document = parse_page(response.body)
+                document = response.known.redact_document(parse_page(response.body))
             except ValueError:
                 raise AdminQdrantError("the Hermes source Qdrant sent a page that is not JSON",
                                        category="source") from None

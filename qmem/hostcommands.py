@@ -18,6 +18,7 @@ from collections.abc import MutableMapping
 from typing import Protocol
 
 from . import config as config_mod
+from .credentialaudit import hide_flagged
 from .errors import ConfigError
 from .gateway import GatewayRefused, GatewayUnavailable
 from .runtime import Runtime
@@ -133,7 +134,7 @@ def _show(env: MutableMapping[str, str]) -> str:
             for role in ("gateway", "qdrant", "embedding")}
     document["credentials (environment)"] = {config_mod.credential_variable(role): state
                                              for role, state in keys.items()}
-    return json.dumps(document, indent=2)
+    return json.dumps(hide_flagged(document), indent=2)  # a token pasted into a non-secret field
 
 
 def local_command(env: MutableMapping[str, str], args: str) -> str:

@@ -292,3 +292,24 @@ class EchoingServersTests(TempHomeTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AdminAnswersTests(TempHomeTestCase):
+    """The admin CLI parses Qdrant's answers itself: they are redacted all the same."""
+
+    def test_collection_info_naming_the_key_is_shown_redacted(self):
+        key = "Adm1nKey" + "".join(random.Random().choice(string.ascii_letters) for _ in range(24))
+        self.env["QMEM_ADMIN_QDRANT_API_KEY"] = key
+        qdrant = FakeQdrant(keys={key: "rw"}).start()
+        self.addCleanup(qdrant.stop)
+        write_config(self.env, {"recall": {"qdrantUrl": qdrant.url, "embeddingsUrl": "http://127.0.0.1:9/v1",
+                                           "dimension": DIM}})
+        info = {"config": {"params": {"vectors": {key: {"size": DIM, "distance": "Cosine"}}}},
+                "points_count": 1, "payload_schema": {key: {"data_type": "keyword"}}}
+        qdrant.inject(Fault.status(200, {"result": info, "status": "ok", "time": 0.0},
+                                   path="/collections/qmem_memories", times=None))
+        proc = subprocess.run([sys.executable, "-m", "qmem.admin", "status", "--json"], capture_output=True,
+                              text=True, env=self.env, cwd=self.home, timeout=120)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertIn(MARKER, proc.stdout)  # the answer was read and shown: its key is redacted
+        self.assertEqual(leaks(proc.stdout + proc.stderr, {"QMEM_ADMIN_QDRANT_API_KEY": key}), [])

@@ -210,6 +210,17 @@ class ConfigCommandTests(GatewayTestCase):
         self.assertIn('"QMEM_GATEWAY_API_KEY": "set"', shown)
         self.assertIn("usage", session.command("qmem:config", "frobnicate"))
 
+    def test_show_names_the_family_of_a_credential_in_a_non_secret_field(self):
+        token = "ghp_" + "Zq7vX2mN9pL4kR8sT1wY6bC3dF5gH0jK2aE8"  # synthetic
+        write_config(self.env, {"url": self.gateway.url,
+                                "recall": {"qdrantUrl": "http://127.0.0.1:9", "embeddingsUrl": "http://127.0.0.1:9/v1",
+                                           "collection": token}})
+        shown = self.session().command("qmem:config", "show")
+        self.assertNotIn(token, shown)
+        self.assertNotIn(token[4:16], shown)
+        self.assertIn("github", shown.lower())
+        self.assertIn(self.gateway.url, shown)  # the rest is shown as it is
+
     def test_menu(self):
         session = self.session()
         ui = ScriptedUI("Set gateway URL", "https://gateway.example/v2")
