@@ -17,6 +17,7 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
 import unicodedata
 import unittest
 from pathlib import Path
@@ -447,26 +448,31 @@ class NoBlowUpTests(unittest.TestCase):
         self.assert_each_finishes([(name, parts, "bounded") for name, parts in BEYOND_THE_BOUNDS.items()])
 
     def assert_each_finishes(self, cases):
+        """Run ``cases`` in one child, which names each case as it starts it; fail when a case
+        runs longer than the watchdog, or the child fails."""
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        child = subprocess.Popen([sys.executable, "-c", WATCHDOG_CHILD], cwd=REPO, env=env, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(child.stderr.close)
-        self.addCleanup(child.stdout.close)
-        with child.stdin:
-            json.dump(cases, child.stdin)
-        running = "starting the child"
-        while True:
-            ready, _, _ = select.select([child.stdout], [], [], self.WATCHDOG_S)
-            if not ready:
-                child.kill()
-                child.wait()
-                self.fail(f"{running!r} took more than {self.WATCHDOG_S} s: a super-linear path")
-            line = child.stdout.readline()
-            if not line:
-                break
-            running = line.rstrip("\n")
-        child.wait()
-        self.assertEqual((child.returncode, running), (0, "done"), f"failed on {running!r}: {child.stderr.read()}")
+        with tempfile.TemporaryFile() as stderr:
+            child = subprocess.Popen([sys.executable, "-c", WATCHDOG_CHILD], cwd=REPO, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+            with child.stdin:
+                child.stdin.write(json.dumps(cases).encode())
+            lines, pending = ["starting the child"], b""
+            with child.stdout:
+                while True:
+                    ready, _, _ = select.select([child.stdout], [], [], self.WATCHDOG_S)
+                    if not ready:
+                        child.kill()
+                        child.wait()
+                        self.fail(f"{lines[-1]!r} took more than {self.WATCHDOG_S} s: a super-linear path")
+                    chunk = os.read(child.stdout.fileno(), 65536)  # no buffer that select cannot see
+                    if not chunk:
+                        break
+                    *done, pending = (pending + chunk).split(b"\n")
+                    lines += [line.decode() for line in done]
+            child.wait()
+            stderr.seek(0)
+            said = stderr.read().decode(errors="replace")[-3000:]
+        self.assertEqual((child.returncode, lines[-1]), (0, "done"), f"failed on {lines[-1]!r}: {said}")
 
 
 if __name__ == "__main__":
