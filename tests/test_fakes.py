@@ -32,6 +32,7 @@ from tests.fakes import (
 )
 
 SHORT = 0.05  # client socket timeout for hang / stall faults
+WATCHDOG = 60  # the longest a test waits for what must happen (returns as soon as it has)
 GW_KEY = "test-gateway-key"
 
 
@@ -56,7 +57,7 @@ def call(
     path: str,
     body: Any = None,
     headers: Mapping[str, str] | None = None,
-    timeout: float = 2.0,
+    timeout: float = WATCHDOG,
 ) -> Result:
     """One request on a fresh connection; JSON-encodes a non-bytes body."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
@@ -121,14 +122,14 @@ class FakeServerBaseTests(unittest.TestCase):
         self.assertIsNone(req.json)
 
     def test_keep_alive_connection_serves_several_requests(self) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         for i in range(3):
             conn.request("GET", f"/n/{i}")
             resp = conn.getresponse()
             self.assertEqual(json.loads(resp.read())["path"], f"/n/{i}")
         self.assertEqual(len(self.srv.requests), 3)
-        self.assertTrue(self.srv.wait_for_responses(3, timeout=1))
+        self.assertTrue(self.srv.wait_for_responses(3, timeout=WATCHDOG))
 
     def test_status_fault_with_retry_after_seconds_then_normal(self) -> None:
         self.srv.inject(Fault.status(503, retry_after="2"))
@@ -171,7 +172,7 @@ class FakeServerBaseTests(unittest.TestCase):
         self.srv.inject(Fault.hang())
         with self.assertRaises(TimeoutError):
             call(self.srv, "GET", "/hang", timeout=SHORT)
-        self.assertTrue(self.srv.wait_for_requests(1, timeout=1))
+        self.assertTrue(self.srv.wait_for_requests(1, timeout=WATCHDOG))
         self.assertEqual(self.srv.requests[0].fault, "hang")
         self.assertIsNone(self.srv.requests[0].status)
         # the next request on a new connection is served normally
@@ -179,7 +180,7 @@ class FakeServerBaseTests(unittest.TestCase):
 
     def test_stall_body_fires_client_body_timeout(self) -> None:
         self.srv.inject(Fault.stall_body())
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         conn.connect()
         sock = conn.sock  # http.client drops conn.sock on "Connection: close"
@@ -193,7 +194,7 @@ class FakeServerBaseTests(unittest.TestCase):
 
     def test_stall_body_after_handler_truncates_the_real_answer(self) -> None:
         self.srv.inject(Fault.stall_body(when="after", sent_bytes=5))
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         conn.connect()
         sock = conn.sock
@@ -207,7 +208,7 @@ class FakeServerBaseTests(unittest.TestCase):
 
     def test_disconnect_mid_body(self) -> None:
         self.srv.inject(Fault.disconnect_mid_body(b"0123456789", sent_bytes=4))
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         conn.request("GET", "/cut")
         resp = conn.getresponse()
@@ -229,10 +230,10 @@ class FakeServerBaseTests(unittest.TestCase):
     def test_delay_headers_until_event(self) -> None:
         gate = threading.Event()
         self.srv.inject(Fault.delay_headers(gate), Fault.delay_headers(threading.Event()))
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         conn.request("GET", "/slow")
-        self.assertTrue(self.srv.wait_for_requests(1, timeout=1))
+        self.assertTrue(self.srv.wait_for_requests(1, timeout=WATCHDOG))
         self.assertEqual(self.srv.wait_for_responses(1, timeout=0.01), False)
         gate.set()
         resp = conn.getresponse()
@@ -271,15 +272,16 @@ class LifecycleTests(unittest.TestCase):
 
     def test_stop_is_quick_while_hang_and_stall_are_in_progress(self) -> None:
         srv = EchoServer().start()
+        srv.stop_join_timeout = WATCHDOG  # the threads are asserted gone below: give a loaded machine time
         srv.inject(Fault.hang(), Fault.stall_body(), Fault.delay_headers(threading.Event()))
         socks = []
         for i in range(3):
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=WATCHDOG)
             s.sendall(f"GET /h{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
             socks.append(s)
-        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=2)  # keep-alive idle
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=WATCHDOG)  # keep-alive idle
         socks.append(idle)
-        self.assertTrue(srv.wait_for_requests(3, timeout=2))
+        self.assertTrue(srv.wait_for_requests(3, timeout=WATCHDOG))
         srv.stop()  # returns at all only because it releases every hang, stall and delay at once
         for s in socks:
             # every connection ends: FIN after the (partial) answer, or RST for
@@ -492,7 +494,7 @@ class GatewayTests(unittest.TestCase):
 
     def test_ambiguous_write_disconnect_after_store_then_retry(self) -> None:
         self.gw.inject(Fault.disconnect_mid_body(when="after", path="/v1/memories", method="POST"))
-        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=WATCHDOG)
         self.addCleanup(conn.close)
         body = json.dumps({"text": "landed anyway", "kind": "fact", "project_id": "p"})
         conn.request("POST", "/v1/memories", body, {
@@ -519,7 +521,7 @@ class GatewayTests(unittest.TestCase):
             call(self.gw, "POST", "/v1/memories",
                  {"text": "hung after store", "kind": "fact", "project_id": "p"},
                  {"Authorization": f"Bearer {GW_KEY}"}, timeout=SHORT)
-        self.assertTrue(self.gw.wait_for_requests(2, timeout=1))
+        self.assertTrue(self.gw.wait_for_requests(2, timeout=WATCHDOG))
         self.assertEqual(self.gw.count_by_text()["hung after store"], 1)
 
 

@@ -266,9 +266,12 @@ class CliTests(TempHomeTestCase):
             for path in directory.iterdir():
                 os.chmod(path, 0o644)
             runner = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-            probe = subprocess.run([*runner, sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+            # The checkout may sit where only root can read it (a clone in a private temporary directory).
+            probe = subprocess.run([*runner, sys.executable, "-c", "import qmem"], cwd=REPO, env=env,
+                                   capture_output=True, text=True, timeout=60)
             if probe.returncode != 0:
-                self.skipTest("this Python cannot run as an unprivileged user here (its files are private to root)")
+                said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+                self.skipTest(f"an unprivileged user cannot run this Python on this checkout ({said})")
         before = hashlib.sha256((directory / "qmem.sqlite").read_bytes()).hexdigest()
         proc = subprocess.run([*runner, sys.executable, "-m", "qmem.local", "store", "--queue-only", "--project",
                                "p", "--text", "y"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)

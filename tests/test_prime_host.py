@@ -394,10 +394,14 @@ CHILD_TASK = "CHILD find how deploys work"
 CHILD_QUERY = "blue green deploys"
 CHILD_STORE = "A child session stored this fact"
 # The parent's ipython cell: spawn one child and wait (inside Prime's kernel) until it has finished,
-# so that the print command does not end the child before it has run.
+# so that the print command does not end the child before it has run.  rlm offers nothing to await
+# a child with, so the cell polls its status, under a watchdog that leaves the run time to finish.
+CHILD_WATCHDOG_S = RUN_TIMEOUT - 30
 SPAWN_CELL = f"""import asyncio
 handle = await rlm({CHILD_TASK!r}, name="deploy-reader")
-for _ in range(600):
+loop = asyncio.get_running_loop()
+deadline = loop.time() + {CHILD_WATCHDOG_S}
+while loop.time() < deadline:
     children = await rlm.list_subagents()
     if children and all(child.status != "running" for child in children):
         break
