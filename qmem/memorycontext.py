@@ -189,6 +189,9 @@ def _patterns(text: str) -> _Patterns:
 
 # A run of entities that decode to "&" (&amp;amp;…, &#38;, &#x26;, without ";" too) is one "&".
 _AMP_CHAIN = re.compile(r"&(?:amp;?|#0*38(?![0-9]);?|#x0*26(?![0-9a-f]);?)+", re.IGNORECASE)
+# A decimal reference past 4,300 digits makes html.unescape raise (int() refuses them); any
+# number past 7 digits is beyond U+10FFFF, so it becomes one that decodes to U+FFFD as it would.
+_DECIMAL_REFERENCE = re.compile(r"&#0*([0-9]+)")
 _ASCII_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 _ASCII_CONTROL_MAP = {code: " " for code in [*range(0x00, 0x20), 0x7F] if code != 0x0A}
 _ASCII_CONTROL_MAP.update({ord(ch): "\n" for ch in LINE_BREAKS if ch.isascii()})
@@ -210,6 +213,11 @@ def _printable(ch: str) -> str:
     return "" if unicodedata.category(ch) == "Cf" else " "  # a format character newer than our table
 
 
+def _bounded_reference(match: re.Match[str]) -> str:
+    digits = match.group(1)
+    return "&#" + (digits if len(digits) <= 7 else "1114112")
+
+
 def _normalise(text: str, *, strict: bool, casefold: bool = False) -> str:
     """``text`` at the fixpoint of: entities decoded, controls and line breaks mapped, NFC,
     invisible characters removed — and with ``strict``: NFKC instead of NFC, look-alike brackets
@@ -219,7 +227,7 @@ def _normalise(text: str, *, strict: bool, casefold: bool = False) -> str:
     for _ in range(_MAX_ROUNDS):
         before = text
         if "&" in text:
-            text = html.unescape(_AMP_CHAIN.sub("&", text))
+            text = html.unescape(_DECIMAL_REFERENCE.sub(_bounded_reference, _AMP_CHAIN.sub("&", text)))
         if _ASCII_CONTROLS.search(text):
             text = text.replace("\r\n", "\n").translate(_ASCII_CONTROL_MAP)
         if not text.isascii():
@@ -364,12 +372,16 @@ def _entry(number: int, excerpt: Excerpt, excerpt_chars: int) -> str:
 
 
 def unique_excerpts(excerpts: Iterable[Excerpt]) -> list[Excerpt]:
-    """``excerpts`` in order, without a repeated id or a repeated (normalised) text."""
+    """``excerpts`` in order, without a repeated id or a repeated (normalised) text.
+
+    Texts are compared on what an excerpt can show (8x :data:`EXCERPT_CHARS`, the part
+    :func:`sanitize` reads): normalising a whole recalled text, of any length, could stall the
+    process (NFKC is quadratic on some runs of combining marks)."""
     seen_ids: set[str] = set()
     seen_texts: set[str] = set()
     unique = []
     for excerpt in excerpts:
-        text_key = normalize_text(excerpt.text)
+        text_key = normalize_text(excerpt.text[: 8 * EXCERPT_CHARS])
         if excerpt.id in seen_ids or text_key in seen_texts:
             continue
         seen_ids.add(excerpt.id)

@@ -365,10 +365,9 @@ def hostile_shapes(run):
         "an entity chain": [("&", 1), ("amp;", run // 4), ("lt;", 1)],
         "an entity chain without semicolons": [("&", 1), ("amp", run // 9), ("#38", run // 9), ("#x26", run // 12)],
         "ampersands": [("&", run)],
-        # Decimal references stay under 4,300 digits: past that html.unescape raises (int() refuses
-        # more digits), an error rather than a blow-up, so not this test's to catch.
-        "numeric references padded with zeros": [("&#" + "0" * 4_000 + "39;", run // 4_000),
+        "numeric references padded with zeros": [("&#" + "0" * 5_000 + "39;", run // 5_000),
                                                  ("&#x", 1), ("0", run), ("27;", 1)],
+        "a decimal reference past int()'s digit limit": [("&#", 1), ("7", run), (";", 1)],
         "near-miss entities": [("&#0039", run // 18), ("&#x0027", run // 21), ("&am", run // 9)],
         "invisible characters between brackets": [("\u200b<", run // 2)],
         "invisible and unassigned runs": [("\u200b\u202e\u2066\ufeff\u00ad", run // 10),
@@ -413,13 +412,13 @@ BEYOND_THE_BOUNDS = {
 
 WATCHDOG_CHILD = r"""
 import json, sys
-from qmem.memorycontext import EXCERPT_CHARS, PROVENANCE_CHARS, sanitize
+from qmem.memorycontext import Excerpt, render_block, sanitize
 for name, parts, how in json.load(sys.stdin):
     text = "".join(piece * count for piece, count in parts)
     print(name, flush=True)
-    if how == "bounded":
-        sanitize(text, limit=EXCERPT_CHARS, single_line=False)
-        sanitize(text, limit=PROVENANCE_CHARS, single_line=True)
+    if how == "bounded":  # the whole way a recalled value takes, de-duplication included
+        render_block([Excerpt(id=text, text=text, lane=text, score=0.5, source=text, created=text),
+                      Excerpt(id="2", text=text + "!", lane="host", score=0.5)], max_chars=8_000)
     else:
         sanitize(text, limit=len(text), single_line=how == "one line")
 print("done", flush=True)
