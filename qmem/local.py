@@ -34,10 +34,10 @@ from .errors import InputError, QmemError  # noqa: E402
 from .lexical import query_terms  # noqa: E402
 from .localindex import MAX_FIND_LIMIT, FindResult, IndexStatus, Record  # noqa: E402
 from .outbox import QueueReport  # noqa: E402
-from .records import KINDS, validate_new_record  # noqa: E402
+from .records import KINDS  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 from .sessions import ImportReport, SessionImporter, session_roots  # noqa: E402
-from .store import guard_secrets, qmem_store  # noqa: E402
+from .store import QUEUED_NOT_SHARED, qmem_store  # noqa: E402
 from .sync import enrich, flush, pull  # noqa: E402
 from .transport import set_wait_observer  # noqa: E402
 from .waitline import WaitLine  # noqa: E402
@@ -220,7 +220,7 @@ def render_record_line(record: Record) -> str:
             _short_time(record.created_at)]
     notes = []
     if record.state == "pending":
-        notes.append("queued locally, not yet shared")
+        notes.append(QUEUED_NOT_SHARED)
     elif record.state == "failed":
         notes.append(f"not sent: {record.reason or 'refused by the gateway'}")
     elif record.state == "duplicate":
@@ -387,12 +387,8 @@ def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
         "supersedes_id": args.supersedes, "supersede_reason": args.reason,
     }
     if args.queue_only:
-        record = validate_new_record(arguments)
-        guard_secrets(record)
-        pending = rt.outbox.enqueue(record, tool="qmem-local store")
-        text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
-                f"by `python3 -m qmem.local flush` when the gateway is reachable")
-        return {"queued": True, "shared": False, "record": pending.to_json()}, text
+        result = qmem_store(rt, arguments, queue_only=True)
+        return dict(result.details), result.text
     # After a successful store, send what was queued before, for a bounded time: a long backlog
     # is flush's job (hosts flush in the background), not something a store waits for.
     sent: dict[str, Any] = {}
