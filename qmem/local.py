@@ -426,13 +426,26 @@ def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
     remaining = report.remaining
     text = (f"sent {report.sent}: synced {report.synced}, duplicate {report.duplicate}, failed {report.failed}; "
             f"still pending {remaining}")
+    if report.elsewhere:
+        text += f"; {report.elsewhere} being sent by another qmem process"
     if report.stopped:
         text += f"\nstopped: {report.stopped}"
+    causes = [report.stopped] if report.stopped else []
+    if report.failed:
+        causes.append(_failed_note(report.failed))
+        text += f"\n{causes[-1]}"
     document = report.to_json()
     if not report.complete:
-        raise _unfinished(document, text, report.stopped,
+        raise _unfinished(document, text, "; ".join(causes) or None,
                           f"flush stopped with {remaining} record{'s' if remaining != 1 else ''} still queued")
+    if report.failed:
+        raise Unfinished(f"flush: {causes[-1]}", document, text)
     return document, text
+
+
+def _failed_note(count: int) -> str:
+    return (f"{count} record{'s' if count != 1 else ''} failed (`python3 -m qmem.local queue` shows why; "
+            f"`queue retry` sends {'them' if count != 1 else 'it'} again once fixed)")
 
 
 def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:
