@@ -112,6 +112,7 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
     lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     left: set[str] = set()  # local ids this run left pending (a record may be tried in two passes)
+    waiting = False
     for _ in range(MAX_PASSES):
         done = report.synced + report.duplicate + report.failed
         claimed = _send_batches(gateway, outbox, report, batch_size, lease, deadline, synced_now, left,
@@ -121,7 +122,7 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
         report.remaining, report.elsewhere = pending.free, pending.elsewhere
         # Records left free without a stop were released by another flusher or queued meanwhile
         # (look again), or wait for the record they correct (looking again changes nothing).
-        waiting = claimed and done == report.synced + report.duplicate + report.failed
+        waiting = claimed > 0 and done == report.synced + report.duplicate + report.failed
         if report.stopped is not None or not pending.free or waiting:
             break
     if report.stopped is None and report.remaining:
