@@ -32,6 +32,8 @@ SENTENCES: dict[str, str] = {
     "breaker": "qmem: the circuit-breaker state file was unreadable and has been reset.",
     "breaker_storage": "qmem: the circuit-breaker state cannot be saved; each process will probe on its own.",
     "index": "qmem: the local index is unavailable; offline search and queued writes are off.",
+    "queue_failed": "qmem: a queued record could not be sent and is marked failed; "
+                    "`python3 -m qmem.local queue` shows why.",
     "bridge": "qmem: the memory bridge stopped; the agent continues without memory until the next session.",
     "bridge_protocol": "qmem: the memory bridge received a line it could not read; it was ignored.",
 }

@@ -33,11 +33,11 @@ from .cli import (  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
 from .lexical import query_terms  # noqa: E402
 from .localindex import MAX_FIND_LIMIT, FindResult, IndexStatus, Record  # noqa: E402
-from .outbox import QueueReport  # noqa: E402
-from .records import KINDS, validate_new_record  # noqa: E402
+from .outbox import QUEUE_LIMIT, QueueReport  # noqa: E402
+from .records import KINDS  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 from .sessions import ImportReport, SessionImporter, session_roots  # noqa: E402
-from .store import guard_secrets, qmem_store  # noqa: E402
+from .store import QUEUED_NOT_SHARED, qmem_store  # noqa: E402
 from .sync import enrich, flush, pull  # noqa: E402
 from .transport import set_wait_observer  # noqa: E402
 from .waitline import WaitLine  # noqa: E402
@@ -115,10 +115,20 @@ def build_parser() -> CommandParser:
                            "record's private flag, not its scope)")
     find.add_argument("--deleted", action="store_true", help="include deleted and expired records")
 
-    command("queue", "the outbox: pending, synced, duplicate, failed",
-            "The outbox: records queued here (⏳ pending), sent (synced), refused as duplicates (≈) or "
-            "failed (✗, with the reason). Queued records live only in the local index until sent.",
-            "python3 -m qmem.local queue", "python3 -m qmem.local queue --json")
+    queue = command("queue", "the outbox: pending, synced, duplicate, failed; retry failed records",
+                    "The outbox: records queued here (⏳ pending), sent (synced), refused as duplicates (≈) or "
+                    "failed (✗, with the reason), failed and pending first, newest first, at most --limit of "
+                    "them. Queued records live only in the local index until sent. `queue retry` puts failed "
+                    "records back to pending once you fixed the cause; the next flush scans them for "
+                    "credentials again and sends them.",
+                    "python3 -m qmem.local queue", "python3 -m qmem.local queue --all --json",
+                    "python3 -m qmem.local queue retry ID    # or: queue retry --all")
+    queue.add_argument("action", nargs="?", choices=("retry",), help="'retry' puts failed records back to pending")
+    queue.add_argument("ids", nargs="*", metavar="ID", help="with retry: the failed records to retry")
+    queue.add_argument("--limit", type=_limit,
+                       help=f"list at most this many records, 1 to {MAX_FIND_LIMIT} (default {QUEUE_LIMIT})")
+    queue.add_argument("--all", action="store_true",
+                       help="list every record; with retry: retry every failed record")
 
     store = command("store", "save a record (queued when the gateway is away)",
                     "Save one memory record. With a gateway it is sent at once, and then older queued records "
@@ -220,7 +230,7 @@ def render_record_line(record: Record) -> str:
             _short_time(record.created_at)]
     notes = []
     if record.state == "pending":
-        notes.append("queued locally, not yet shared")
+        notes.append(QUEUED_NOT_SHARED)
     elif record.state == "failed":
         notes.append(f"not sent: {record.reason or 'refused by the gateway'}")
     elif record.state == "duplicate":
@@ -290,8 +300,25 @@ def render_status(status: IndexStatus) -> str:
 def render_queue(report: QueueReport) -> str:
     c = report.counts
     lines = [f"pending {c['pending']} · synced {c['synced']} · duplicate {c['duplicate']} · failed {c['failed']}"]
-    lines += [render_record_line(record) for record in report.records]
+    for record in report.records:
+        line = render_record_line(record)
+        if record.state == "failed":
+            line += f"  → once fixed: python3 -m qmem.local queue retry {record.id}"
+        lines.append(line)
+    if report.more:
+        lines.append(f"more records in the outbox: only the first {len(report.records)} are shown "
+                     f"(raise --limit, or --all)")
     return "\n".join(lines)
+
+
+def render_retried(records: Sequence[Record]) -> str:
+    if not records:
+        return "no failed records to retry"
+    count = len(records)
+    return (f"{count} failed record{'s' if count != 1 else ''} back to pending: "
+            f"{', '.join(record.id for record in records)}\n"
+            f"`python3 -m qmem.local flush` sends {'them' if count != 1 else 'it'} (scanned for credentials again "
+            f"first)")
 
 
 _ROOT_NAMES = {"pi": "pi sessions", "prime": "Prime sessions", "pi-session-dir": "PI_CODING_AGENT_SESSION_DIR"}
@@ -357,7 +384,16 @@ def _cmd_find(rt: Runtime, args: Any) -> tuple[Any, str]:
 
 
 def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
-    report = rt.outbox.report()
+    if args.action == "retry":
+        if args.limit is not None or bool(args.ids) == args.all:
+            raise UsageError("queue retry takes the ids of failed records, or --all")
+        retried = rt.outbox.retry(None if args.all else args.ids)
+        return {"retried": [record.id for record in retried], "count": len(retried)}, render_retried(retried)
+    if args.ids:
+        raise UsageError("record ids go with retry: queue retry ID…")
+    if args.all and args.limit is not None:
+        raise UsageError("--limit and --all do not go together")
+    report = rt.outbox.report(limit=None if args.all else args.limit or QUEUE_LIMIT)
     return report.to_json(), render_queue(report)
 
 
@@ -387,12 +423,8 @@ def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
         "supersedes_id": args.supersedes, "supersede_reason": args.reason,
     }
     if args.queue_only:
-        record = validate_new_record(arguments)
-        guard_secrets(record)
-        pending = rt.outbox.enqueue(record, tool="qmem-local store")
-        text = (f"⏳ queued locally as {pending.id} — not yet shared; it is findable now and will be sent "
-                f"by `python3 -m qmem.local flush` when the gateway is reachable")
-        return {"queued": True, "shared": False, "record": pending.to_json()}, text
+        result = qmem_store(rt, arguments, queue_only=True)
+        return dict(result.details), result.text
     # After a successful store, send what was queued before, for a bounded time: a long backlog
     # is flush's job (hosts flush in the background), not something a store waits for.
     sent: dict[str, Any] = {}
@@ -430,13 +462,26 @@ def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
     remaining = report.remaining
     text = (f"sent {report.sent}: synced {report.synced}, duplicate {report.duplicate}, failed {report.failed}; "
             f"still pending {remaining}")
+    if report.elsewhere:
+        text += f"; {report.elsewhere} being sent by another qmem process"
     if report.stopped:
         text += f"\nstopped: {report.stopped}"
+    causes = [report.stopped] if report.stopped else []
+    if report.failed:
+        causes.append(_failed_note(report.failed))
+        text += f"\n{causes[-1]}"
     document = report.to_json()
     if not report.complete:
-        raise _unfinished(document, text, report.stopped,
+        raise _unfinished(document, text, "; ".join(causes) or None,
                           f"flush stopped with {remaining} record{'s' if remaining != 1 else ''} still queued")
+    if report.failed:
+        raise Unfinished(f"flush: {causes[-1]}", document, text)
     return document, text
+
+
+def _failed_note(count: int) -> str:
+    return (f"{count} record{'s' if count != 1 else ''} failed (`python3 -m qmem.local queue` shows why; "
+            f"`queue retry` sends {'them' if count != 1 else 'it'} again once fixed)")
 
 
 def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:

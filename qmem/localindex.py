@@ -352,35 +352,78 @@ class LocalIndex(IndexFile):
                     conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?",
                                  (outcome.local_id,))
 
-    def retry_failed(self) -> int:
-        """Put every failed outbox row back to pending (its corrections mark their targets again)."""
+    def retry_failed(self, record_ids: Iterable[str] | None = None) -> tuple[Record, ...]:
+        """Put failed outbox rows back to pending (their corrections mark their targets again):
+        those named in ``record_ids`` (by gateway or local id), or every failed row when None.
+
+        Returns the rows as they were.  InputError naming the first id that is not a failed
+        outbox row, and nothing is changed.
+        """
         with self.transaction() as conn:
-            rows = [row_to_record(row) for row in conn.execute(
-                f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IS NOT NULL AND state = 'failed'")]
-            conn.execute("UPDATE records SET state = 'pending', reason = NULL WHERE local_id IS NOT NULL "
-                         "AND state = 'failed'")
+            if record_ids is None:
+                rows = [row_to_record(row) for row in conn.execute(
+                    f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IS NOT NULL AND state = 'failed' "
+                    f"ORDER BY rowid")]
+            else:
+                rows = []
+                for record_id in dict.fromkeys(record_ids):
+                    storable_text(record_id, "the record id")
+                    row = conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IS NOT NULL "
+                                       f"AND (id = ? OR local_id = ?)", (record_id, record_id)).fetchone()
+                    if row is None:
+                        raise InputError(f"{record_id} is not in the outbox (`queue` lists its records)")
+                    if row["state"] != "failed":
+                        raise InputError(f"{record_id} is {row['state']}, not failed: only failed records are "
+                                         f"retried")
+                    rows.append(row_to_record(row))
             for row in rows:
+                conn.execute("UPDATE records SET state = 'pending', reason = NULL, claim_token = NULL, "
+                             "claim_until = NULL WHERE local_id = ?", (row.local_id,))
                 _mark_target(conn, row)
-            return len(rows)
+            return tuple(rows)
 
     def queue_counts(self) -> dict[str, int]:
         """Outbox rows by state: pending, synced, duplicate, failed."""
         with self.reading() as conn:
             return _queue_counts(conn)
 
-    def queue_records(self, limit: int) -> tuple[Record, ...]:
-        """Up to ``limit`` outbox rows: failed, pending, duplicate, then synced; newest first in each."""
+    def queue_records(self, limit: int | None) -> tuple[Record, ...]:
+        """Up to ``limit`` outbox rows (None: all): failed, pending, duplicate, then synced; newest
+        first in each."""
         with self.reading() as conn:
             rows = conn.execute(
                 f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IS NOT NULL ORDER BY "
                 f"CASE state WHEN 'failed' THEN 0 WHEN 'pending' THEN 1 WHEN 'duplicate' THEN 2 ELSE 3 END, "
-                f"rowid DESC LIMIT ?", (limit,)).fetchall()
+                f"rowid DESC LIMIT ?", (-1 if limit is None else limit,)).fetchall()
         return tuple(row_to_record(row) for row in rows)
 
     def count_pending(self) -> int:
         with self.reading() as conn:
             return conn.execute("SELECT count(*) FROM records WHERE local_id IS NOT NULL "
                                 "AND state = 'pending'").fetchone()[0]
+
+    def count_pending_by_holder(self, now: float, holder_is_gone: Callable[[str], bool]) -> tuple[int, int]:
+        """``(free, held)``: pending outbox rows anyone may claim now, and rows a claim still
+        running holds whose token ``holder_is_gone`` says is alive (the rule of :meth:`claim_pending`)."""
+        free = held = 0
+        with self.reading() as conn:
+            for token, count in conn.execute(
+                    "SELECT CASE WHEN claim_until >= ? THEN claim_token END, count(*) FROM records "
+                    "WHERE local_id IS NOT NULL AND state = 'pending' GROUP BY 1", (now,)):
+                if token is None or holder_is_gone(token):
+                    free += count
+                else:
+                    held += count
+        return free, held
+
+    def release_claims(self, local_ids: Iterable[str]) -> None:
+        """Give up the claims on these pending rows, as they are (nothing else changes)."""
+        wanted = list(local_ids)
+        with self.transaction() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                conn.execute(f"UPDATE records SET claim_token = NULL, claim_until = NULL WHERE state = 'pending' "
+                             f"AND local_id IN ({', '.join('?' * len(chunk))})", chunk)
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id}`` for those of ``record_ids`` that a pending correction supersedes."""

@@ -18,6 +18,10 @@ Promises:
   the local record, ``failed`` keeps the reason, :meth:`Outbox.release` leaves the
   record pending for the next flush.  A reason is one line of at most
   :data:`MAX_REASON_CHARS` characters.
+* A correction of a local id that was never queued here is :class:`UnknownLocalRecord`, with
+  one message (:data:`UNKNOWN_LOCAL_TARGET`) wherever it is found: at store time, or at flush.
+* :meth:`Outbox.retry` puts failed records back to pending once the user fixed the cause;
+  they are scanned again, like every record, when a flush sends them.
 
 The outbox decides what its rows mean; the rows themselves, and every statement on them,
 are :class:`~qmem.localindex.LocalIndex`'s.
@@ -37,19 +41,44 @@ from .indexrecord import Outcome, Record, content_hash, this_machine, utc_now
 from .localindex import LocalIndex
 from .records import NewRecord, is_local_id, new_local_id
 
-__all__ = ["Outbox", "Outcome", "QueueReport"]
+__all__ = ["Outbox", "Outcome", "QueueReport", "PendingCount", "UnknownLocalRecord", "UNKNOWN_LOCAL_TARGET",
+           "QUEUE_LIMIT"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
+#: How many outbox records a report lists unless asked for another number (or all).
+QUEUE_LIMIT = 200
+
+#: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
+UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"
+
+
+class UnknownLocalRecord(LocalIndexError):
+    """A local id that no record of this outbox was queued under."""
 
 
 @dataclass(frozen=True)
 class QueueReport:
+    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
+    that the list was cut."""
+
     counts: dict[str, int]
     records: tuple[Record, ...]
+    limit: int | None = QUEUE_LIMIT
+    more: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "records": [record.to_json() for record in self.records]}
+        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
+                "records": [record.to_json() for record in self.records]}
+
+
+@dataclass(frozen=True)
+class PendingCount:
+    """Pending records: ``free`` for any flusher to send, ``elsewhere`` held by another live
+    qmem process that is sending them right now."""
+
+    free: int
+    elsewhere: int
 
 
 def _bounded_reason(reason: str) -> str:
@@ -128,11 +157,12 @@ class Outbox:
         """``(state, id)`` of the record first queued as ``local_id``.
 
         After a sync, ``id`` is the gateway's; corrections use it to remap a target
-        that was still local when they were written.
+        that was still local when they were written.  :class:`UnknownLocalRecord` when no
+        record was queued here under ``local_id``.
         """
         found = self.index.queued_state(local_id)
         if found is None:
-            raise LocalIndexError("the record it refers to is not in the local outbox")
+            raise UnknownLocalRecord(UNKNOWN_LOCAL_TARGET)
         return found
 
     def record_outcomes(self, outcomes: Iterable[Outcome]) -> None:
@@ -163,13 +193,23 @@ class Outbox:
         """A transient failure: the record stays pending for the next flush."""
         self.record_outcomes([Outcome.transient(local_id, reason)])
 
-    def retry_failed(self) -> int:
-        """Put every failed record back to pending (after the user fixed the cause)."""
-        return self.index.retry_failed()
+    def release_claims(self, local_ids: Iterable[str]) -> None:
+        """Give up claims as they are, when the outcomes of a batch could not be recorded."""
+        self.index.release_claims(local_ids)
 
-    def report(self, *, limit: int = 200) -> QueueReport:
-        """Counts by state and the most recent rows (pending and failed first)."""
-        return QueueReport(counts=self.index.queue_counts(), records=self.index.queue_records(limit))
+    def retry(self, record_ids: Iterable[str] | None = None) -> tuple[Record, ...]:
+        """Put failed records back to pending, after the user fixed the cause: those named (by
+        id), or every failed record when None; returns them.  InputError, and nothing moves,
+        when a named record is not a failed one."""
+        return self.index.retry_failed(None if record_ids is None else list(record_ids))
+
+    def report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
+        """Counts by state and the most recent rows (failed and pending first), at most ``limit``
+        of them (None: all)."""
+        rows = self.index.queue_records(None if limit is None else limit + 1)
+        more = limit is not None and len(rows) > limit
+        return QueueReport(counts=self.index.queue_counts(), records=rows[:limit] if more else rows,
+                           limit=limit, more=more)
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id of the queued correction}`` for those of ``record_ids`` that a
@@ -178,6 +218,11 @@ class Outbox:
 
     def pending_count(self) -> int:
         return self.index.count_pending()
+
+    def pending_by_holder(self) -> PendingCount:
+        """Pending records free to send, and those another live qmem process holds now."""
+        free, elsewhere = self.index.count_pending_by_holder(time.time(), self._holder_is_gone)
+        return PendingCount(free=free, elsewhere=elsewhere)
 
 
 def _with_reason(outcome: Outcome) -> Outcome:

@@ -12,8 +12,9 @@ lane) and promises:
 * :meth:`~PluginSession.offered_tools` lists the definitions of :mod:`qmem.tools`
   (``memory_search`` only where recall is on for an identified host).
 * Hooks: :meth:`~PluginSession.session_start` starts a background flush and returns at
-  once; :meth:`~PluginSession.system_prompt_addition` gives the rules block
-  (:mod:`qmem.rules`) while a qmem tool is active; :meth:`~PluginSession.context` and
+  once (records it marks failed are one warning per session);
+  :meth:`~PluginSession.system_prompt_addition` gives the rules block (:mod:`qmem.rules`)
+  while a qmem tool is active; :meth:`~PluginSession.context` and
   :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise.
 * :meth:`~PluginSession.command` runs ``/qmem:config`` and ``/qmem:local``
   (:mod:`qmem.hostcommands`).
@@ -153,8 +154,8 @@ class PluginSession:
     def _flush_quietly(self) -> None:
         try:
             runtime = self.runtime
-            if runtime.gateway is not None and runtime.outbox.pending_count():
-                flush(runtime)
+            if runtime.gateway is not None and runtime.outbox.pending_count() and flush(runtime).failed:
+                self.warnings.warn("queue_failed")  # the rest went on; the user learns which and why
         except QmemError:
             pass  # a failed background flush changes nothing: the records stay queued
         except Exception:

@@ -14,6 +14,8 @@ Promises:
   (breaker open, connect failure) or the request may have been sent but the answer was
   lost, the record is queued in the outbox under that same key and the answer says
   plainly "queued locally, not yet shared".  With ``offlineQueue: false`` it is a failure.
+  ``queue_only`` (``store --queue-only``) is the same store, checks and answer, without
+  contacting the gateway.  A correction of a ``local-…`` id this outbox never queued is refused.
 * **Reads degrade, labelled.**  search / get / meta answers are written through to the
   local index; when the gateway is unreachable, throttled or failing (and
   ``localFallback``), the local index answers with ``fallback: "local_sqlite"`` and no
@@ -33,6 +35,7 @@ from typing import Any
 from .errors import InputError, LocalIndexError, QmemError
 from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
+from .outbox import UnknownLocalRecord
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
@@ -40,7 +43,10 @@ from .records import (
 from .runtime import Runtime
 
 __all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
-           "score_label", "render_record", "Currency", "TOOLS"]
+           "score_label", "render_record", "Currency", "TOOLS", "QUEUED_NOT_SHARED"]
+
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
@@ -212,7 +218,7 @@ def render_results(results: list[dict[str, Any]], *, lexical: bool) -> str:
         if item.get("private"):
             meta.append("private")
         if item.get("queued"):
-            meta.append("queued locally, not yet shared")
+            meta.append(QUEUED_NOT_SHARED)
         lines.append(f"{head} ({', '.join(meta)})" if meta else head)
         lines.append(_indented(_excerpt(item.get("text"))))
     return "\n".join(lines)
@@ -225,21 +231,24 @@ def _indented(text: str) -> str:
 
 # --- the tools ---------------------------------------------------------------------------
 
-def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], None] | None) -> ToolResult:
+def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], None] | None, *,
+           queue_only: bool = False) -> ToolResult:
     guard_secrets(record)
     supersedes = record.supersedes_id
     if supersedes and is_local_id(supersedes):
         # The target was queued here; if it has synced since, use its gateway id.
         try:
             state, current = rt.outbox.gateway_id(supersedes)
-        except LocalIndexError:
-            raise ToolError("supersedes_id names a local record that is not in this machine's outbox") from None
+        except UnknownLocalRecord as exc:
+            raise ToolError(exc.message) from None
+        except LocalIndexError as exc:
+            raise ToolError(f"not stored: the local outbox failed ({exc.message})") from None
         if state == "synced":
             record = replace(record, supersedes_id=current)
     # One key for this write, whatever happens: if an attempt may have reached the gateway,
     # the queued copy carries the key the gateway saw, and the flush gets that record back.
     local_id = new_local_id()
-    gateway = rt.gateway
+    gateway = None if queue_only else rt.gateway
     failure: GatewayUnavailable | None = None
     if gateway is not None and not is_local_id(record.supersedes_id):
         try:
@@ -268,21 +277,20 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
             verb = "Corrected" if record.supersedes_id else "Stored"
             return ToolResult(f"{verb}: {saved['id']} (shared through the Memory Gateway).",
                               {"qmem": 1, "record": stored, "shared": True})
-    if not rt.config.offline_queue:
-        raise ToolError(f"not stored: {_unreachable_note(failure)} and offlineQueue is off")
+    why = QUEUE_ONLY_NOTE if queue_only else _unreachable_note(failure)
+    if not rt.config.offline_queue and not queue_only:
+        raise ToolError(f"not stored: {why} and offlineQueue is off")
     try:
         target_known = record.supersedes_id is None or rt.index.get(record.supersedes_id) is not None
         queued = rt.outbox.enqueue(record, tool=tool, key=local_id)
     except LocalIndexError as exc:
-        raise ToolError(f"not stored: {_unreachable_note(failure)} and the local outbox failed ({exc.message})") \
-            from None
-    why = _unreachable_note(failure)
-    if record.supersedes_id and is_local_id(record.supersedes_id):
+        raise ToolError(f"not stored: {why} and the local outbox failed ({exc.message})") from None
+    if record.supersedes_id and is_local_id(record.supersedes_id) and not queue_only:
         why = "the record it corrects is itself still queued"
     text = (f"Queued locally as {queued.id}, NOT yet shared: {why}. It is searchable on this machine now and will "
             f"be sent to the Memory Gateway by the next flush.")
     details = {"qmem": 1, "record": queued.to_json(), "queued": True, "shared": False,
-               "gateway": _gateway_json(failure)}
+               "gateway": {"error": "not_contacted"} if queue_only else _gateway_json(failure)}
     if record.supersedes_id:
         if target_known:
             text += f" {record.supersedes_id} is hidden from search as superseded from now on."
@@ -293,9 +301,15 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
     return ToolResult(text, details)
 
 
-def qmem_store(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
-    """Save a memory record; see the module docstring for what "queued" means."""
-    return _store(rt, validate_new_record(args), "qmem_store", flush_soon)
+#: Why a store asked to only queue (``store --queue-only``) did not share its record.
+QUEUE_ONLY_NOTE = "the gateway was not contacted (queue only)"
+
+
+def qmem_store(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None,
+               queue_only: bool = False) -> ToolResult:
+    """Save a memory record; see the module docstring for what "queued" means.  ``queue_only``
+    queues it without contacting the gateway (the same checks, scan and answer)."""
+    return _store(rt, validate_new_record(args), "qmem_store", flush_soon, queue_only=queue_only)
 
 
 def qmem_correct(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
@@ -452,7 +466,7 @@ def render_record(record: Mapping[str, Any], currency: Currency) -> str:
     if record.get("private"):
         head.append("private")
     if record.get("queued"):
-        head.append("queued locally, not yet shared")
+        head.append(QUEUED_NOT_SHARED)
     if record.get("coverage") == "partial":
         head.append("excerpt only (run enrich)")
     text = record.get("text")
@@ -492,7 +506,7 @@ def qmem_get(rt: Runtime, args: Mapping[str, Any]) -> ToolResult:
     public = _public(local)
     currency = _currency(rt, public, from_gateway=False)
     if local.pending:
-        note = "Queued locally, not yet shared"
+        note = _sentence(QUEUED_NOT_SHARED)
     else:
         note = (f"{_sentence(_unreachable_note(failure))}; from the LOCAL index (fallback: local_sqlite; it may be "
                 f"older than the gateway)")

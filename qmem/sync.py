@@ -6,9 +6,11 @@ Promises:
   claimed batch at a time (two flushers never send the same record; a killed flusher's
   claim is taken over, and the re-send returns the same record).  Outcomes: ``synced``
   (the gateway id is adopted everywhere), ``duplicate`` (409: the matched id is kept),
-  ``failed`` (4xx validation: text and reason kept, never dropped); anything transient
-  leaves the record pending and stops the run.  A correction whose target was queued
-  here is sent with the target's gateway id once that is known, and waits until then.
+  ``failed`` (4xx validation, or a record that can never be sent: text and reason kept,
+  never dropped, and the run goes on); anything transient leaves the record pending and
+  stops the run.  A correction whose target was queued here is sent with the target's
+  gateway id once that is known, and waits until then.  Records another live qmem process
+  is sending are counted apart (``elsewhere``), never as left behind.
 * **enrich** completes records whose text is partial or missing (``--all``: every record)
   from ``GET /v1/memories/{id}``.
 * **pull** reads ``GET /v1/memories:export`` from the persisted cursor; each page and the
@@ -27,7 +29,7 @@ from .errors import QmemError
 from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
     GatewayUnavailable
 from .indexrecord import Observation, Record, observation_from_record
-from .outbox import Outbox, Outcome
+from .outbox import Outbox, Outcome, UnknownLocalRecord
 from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
 
@@ -62,7 +64,9 @@ class _Report:
 @dataclass
 class FlushReport(_Report):
     """``sent`` counts records whose request may have reached the gateway (a breaker refusal
-    or an unsendable record is not sent); ``remaining`` is what is still pending afterwards."""
+    or an unsendable record is not sent); ``remaining`` is what is still pending afterwards
+    that no one is sending; ``elsewhere`` is what another live qmem process is sending right
+    now (its own report says how that went: not a failure of this run)."""
 
     sent: int = 0
     synced: int = 0
@@ -70,6 +74,7 @@ class FlushReport(_Report):
     failed: int = 0
     left_pending: int = 0
     remaining: int = 0
+    elsewhere: int = 0
     stopped: str | None = None  # why the run ended early (the gateway became unreachable …)
 
     @property
@@ -93,6 +98,9 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
     ``progress(sent, pending at the start)`` is told after each batch.  Every record is
     scanned for credentials right before it is sent (whatever queued it: a store, a
     restored session, an older qmem); a hit fails it, naming the family, and it is never sent.
+    A problem of one record (a credential, a correction of a local record this outbox never
+    queued, a gateway's 4xx) fails that record with the reason, and the run goes on.
+    Whatever happens in a batch, its claims are given up when it ends.
     """
     gateway = require_gateway(rt)
     outbox = rt.outbox
@@ -103,40 +111,84 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
         batch_size = min(batch_size, 5)  # claim little, so an early stop releases little
     lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
+    left: set[str] = set()  # local ids this run left pending (a record may be tried in two passes)
+    waiting = False
+    for _ in range(MAX_PASSES):
+        done = report.synced + report.duplicate + report.failed
+        claimed = _send_batches(gateway, outbox, report, batch_size, lease, deadline, synced_now, left,
+                                progress, total)
+        report.left_pending = len(left)
+        pending = outbox.pending_by_holder()
+        report.remaining, report.elsewhere = pending.free, pending.elsewhere
+        # Records left free without a stop were released by another flusher or queued meanwhile
+        # (look again), or wait for the record they correct (looking again changes nothing).
+        waiting = claimed > 0 and done == report.synced + report.duplicate + report.failed
+        if report.stopped is not None or not pending.free or waiting:
+            break
+    if report.stopped is None and report.remaining:
+        report.stopped = (STOPPED_BY_TARGETS if waiting else
+                          "more records were queued while it ran; the next flush sends them")
+    return report
+
+
+#: A flush looks for records again at most this many times (records queued while it runs).
+MAX_PASSES = 5
+
+#: ``FlushReport.stopped`` when what is left are corrections whose target is not sent yet
+#: (another qmem process holds it, or it was queued after them).
+STOPPED_BY_TARGETS = "what is left corrects records that are not sent yet; the next flush sends it"
+
+
+def _send_batches(gateway: GatewayClient, outbox: Outbox, report: FlushReport, batch_size: int, lease: float,
+                  deadline: float | None, synced_now: dict[str, str], left: set[str],
+                  progress: Callable[[int, int], None] | None, total: int) -> int:
+    """Claim and send batches until none is left, the run stops, or a batch sends nothing;
+    returns how many records were claimed."""
+    claimed = 0
     while report.stopped is None:
         batch = outbox.claim_batch(batch_size, lease_seconds=lease)
         if not batch:
-            break
+            return claimed
+        claimed += len(batch)
         outcomes: list[Outcome] = []
         try:
-            for position, record in enumerate(batch):
+            for record in batch:
                 if deadline is not None and time.monotonic() >= deadline:
                     report.stopped = STOPPED_BY_BUDGET
-                    outcomes += [Outcome.unsent(r.local_id or "") for r in batch[position:]]
                     break
                 outcomes.append(_send(gateway, outbox, record, synced_now, report))
                 if report.stopped is not None:
-                    outcomes += [Outcome.unsent(r.local_id or "") for r in batch[position + 1:]]
                     break
         finally:
-            # One transaction per batch; if this process dies first, the batch is re-sent
-            # under the same keys and the gateway answers with what it already has.
-            outbox.record_outcomes(outcomes)
+            # One transaction per batch, every claim released (what was not sent stays pending as
+            # it was).  If this process dies first, the batch is re-sent under the same keys, and
+            # the gateway answers with what it already has.
+            decided = {outcome.local_id for outcome in outcomes}
+            outcomes += [Outcome.unsent(r.local_id or "") for r in batch if r.local_id not in decided]
+            try:
+                outbox.record_outcomes(outcomes)
+            except BaseException:
+                try:
+                    outbox.release_claims(r.local_id or "" for r in batch)
+                except QmemError:
+                    pass  # the claims run out with their lease; the error that matters is raised below
+                raise
         for outcome in outcomes:
-            counter = _COUNTERS[outcome.state]
-            setattr(report, counter, getattr(report, counter) + 1)
+            if outcome.state == "pending":
+                left.add(outcome.local_id)
+            else:
+                left.discard(outcome.local_id)
+                setattr(report, outcome.state, getattr(report, outcome.state) + 1)
         if progress is not None:
             progress(min(report.sent, total), total)
         if all(outcome.state == "pending" for outcome in outcomes):
-            break  # only records that wait for others, or the gateway went away
-    report.remaining = outbox.pending_count()
-    return report
+            return claimed  # only records that wait for others, or the gateway went away
+    return claimed
 
 
 #: ``FlushReport.stopped`` when a budgeted flush ran out of time (nothing went wrong).
 STOPPED_BY_BUDGET = "time budget reached; the rest waits for the next flush"
 
-_COUNTERS = {"synced": "synced", "duplicate": "duplicate", "failed": "failed", "pending": "left_pending"}
 
 
 def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: dict[str, str],
@@ -149,7 +201,10 @@ def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: di
         return Outcome.failed(local_id, f"not sent: {describe_credentials(findings)}")
     target = record.supersedes_id
     if target and is_local_id(target):
-        state, current = ("synced", synced_now[target]) if target in synced_now else outbox.gateway_id(target)
+        try:
+            state, current = ("synced", synced_now[target]) if target in synced_now else outbox.gateway_id(target)
+        except UnknownLocalRecord as exc:
+            return Outcome.failed(local_id, f"not sent: {exc.message}")
         if state == "pending":
             return Outcome.transient(local_id, "waits for the record it corrects to be sent")
         if state != "synced":

@@ -105,7 +105,7 @@ class OutboxTests(TempHomeTestCase):
         self.assertEqual((dup.state, dup.duplicate_of, dup.text), ("duplicate", "g-55", "similar text"))
         self.assertEqual((pending.state, pending.attempts), ("pending", 1))
         self.assertEqual(self.outbox.report().counts, {"pending": 1, "synced": 0, "duplicate": 1, "failed": 1})
-        self.assertEqual(self.outbox.retry_failed(), 1)
+        self.assertEqual([r.id for r in self.outbox.retry()], [a.id])
         self.assertEqual(self.index.get(a.id).state, "pending")
 
     def test_requeue_restores_once(self):
