@@ -4,7 +4,9 @@
 Memory Gateway, Qdrant (one curated point for ``host=pi`` and one for ``host=prime``, same
 text) and embeddings server, all on 127.0.0.1; a project directory (``work/e2eproj`` with a
 ``.git``); and the host's agent directory (``AGENT_DIR``) whose ``models.json`` names the
-fake LLM as provider ``fake``.  The host itself is run by the subclass.
+fake LLM as provider ``fake``.  :meth:`~AgentHostTestCase.install` installs qmem the README's
+way (``python3 -m qmem.local install HOST``, a link; ``--copy`` on request).  The host itself
+is run by the subclass.
 
 :func:`script` is what the fake LLM answers: ``STORE <text>`` → a ``qmem_store`` call; after a
 tool result → ``done: <result>``; anything else → a greeting.
@@ -13,7 +15,9 @@ tool result → ``done: <result>``; anything else → a greeting.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -53,12 +57,24 @@ def recall_blocks(request: dict[str, Any]) -> list[str]:
             if m.get("role") == "user" and text_of(m.get("content")).startswith(BLOCK)]
 
 
-def ignore_caches(directory: str, names: list[str]) -> list[str]:
-    return [name for name in names if name == "__pycache__"]
+def make_clone(destination: Path, *, commit: bool = False) -> Path:
+    """A clone of this repository as a host's installer sees it: the root ``package.json`` and the
+    ``qmem`` folder of the working tree (caches left out); ``commit``: a git work tree with one commit."""
+    destination.mkdir(parents=True)
+    shutil.copy2(REPO / "package.json", destination / "package.json")
+    shutil.copytree(REPO / "qmem", destination / "qmem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if commit:
+        git = ["git", "-C", str(destination), "-c", "user.name=qmem tests", "-c", "user.email=tests@qmem.invalid"]
+        env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "qmem"]):
+            subprocess.run([*git, *args], check=True, capture_output=True, env=env, timeout=60)
+    return destination
 
 
 class AgentHostTestCase(unittest.TestCase):
+    HOST = "pi"  # what `qmem.local install` is given
     AGENT_DIR = ".pi/agent"  # relative to HOME
+    AGENT_VARIABLE = "PI_CODING_AGENT_DIR"  # what moves it
 
     def script(self, body: dict[str, Any]) -> Reply:
         return script(body)
@@ -109,8 +125,17 @@ class AgentHostTestCase(unittest.TestCase):
                                   "dimension": DIM, "timeoutMs": 5000}
         path.write_text(json.dumps(document))
 
-    def install(self, agent: Path | None = None) -> Path:
-        """Copy this repository's ``qmem`` folder into the agent directory's extensions, as a user would."""
+    def install(self, agent: Path | None = None, *, copy: bool = False) -> Path:
+        """Install qmem as the README says: ``python3 -m qmem.local install HOST`` from the clone (a link into
+        this checkout; ``copy``: ``--copy``), into ``agent`` (moved by the host's variable) or the default."""
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}
+        if agent is not None and agent != self.agent:
+            env[self.AGENT_VARIABLE] = str(agent)
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "install", self.HOST, *(["--copy"] if copy else [])],
+                              cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError(f"install {self.HOST} failed: {proc.stderr}")
         target = (agent or self.agent) / "extensions" / "qmem"
-        shutil.copytree(REPO / "qmem", target, ignore=ignore_caches)
+        if copy != (not target.is_symlink()):
+            raise AssertionError(f"install {self.HOST} made {'a link' if target.is_symlink() else 'a copy'}")
         return target

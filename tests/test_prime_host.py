@@ -166,7 +166,9 @@ def is_notify(event: dict[str, Any]) -> bool:
 # --- the bench -----------------------------------------------------------------------------
 
 class PrimeHostTestCase(AgentHostTestCase):
+    HOST = "prime"
     AGENT_DIR = ".prime/agent"
+    AGENT_VARIABLE = "PRIME_AGENT_CODING_AGENT_DIR"
 
     @classmethod
     def setUpClass(cls):
@@ -301,7 +303,7 @@ class PrimeHostTests(PrimeHostTestCase):
     def test_agent_directory_from_the_environment(self):
         agent = self.home / "elsewhere" / "prime-agent"  # no ".prime" in the path: only the variable says Prime
         self.write_models(agent)
-        self.install(agent)
+        self.install(agent, copy=True)  # the one copy: every other test runs the link `install prime` makes
         env = dict(self.env, PRIME_AGENT_CODING_AGENT_DIR=str(agent))
         self.run_prime("how do blue green deploys work here", env=env)
         [request] = self.llm.chat_requests
