@@ -14,7 +14,7 @@ Promises:
 * **Every credential the server will need, by name, never by value**: the Memory Gateway
   key, and with recall configured the Qdrant and embeddings keys and ``QMEM_HOST`` (whose
   curated memories ``memory_search`` searches: ``recall.host`` if the config names one,
-  else ``pi``, said in a comment).  Each client gets them its own way: shell references in
+  else ``pi`` — ``prime`` in Prime's entry —, said in a comment).  Each client gets them its own way: shell references in
   ``claude mcp add -e``, Codex's ``env_vars`` (forwarded by name), Hermes' ``${VAR}``
   (filled from its environment or ``~/.hermes/.env``), Prime's ``--env VAR=VAR`` (for
   variables set where ``mcp-config`` runs: Prime refuses a reference to an unset one), and
@@ -130,11 +130,11 @@ def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _host_note(entry: ServerEntry) -> list[str]:
+def _host_note(entry: ServerEntry, host: str | None = None) -> list[str]:
     if not entry.recall:
         return []
     why = "as recall.host in your config says" if entry.host_configured else "the config names no recall.host"
-    return [f"# QMEM_HOST={entry.host} ({why}): memory_search searches the curated memories of that host "
+    return [f"# QMEM_HOST={host or entry.host} ({why}): memory_search searches the curated memories of that host "
             f"({' or '.join(HOST_LANES)})"]
 
 
@@ -180,15 +180,16 @@ def _prime(entry: ServerEntry) -> str:
     # Prime's --env only maps variables (CHILD=SOURCE) and refuses one that is not set, so the path goes
     # into the -c bootstrap, QMEM_HOST too, and only the credentials set here are referenced.
     code = bootstrap(entry.pythonpath)
-    if entry.host:
-        code = code.replace(f"from {MODULE} ", f"import os; os.environ.setdefault(\"QMEM_HOST\", {_q(entry.host)}); "
+    host = (entry.host if entry.host_configured else "prime") if entry.recall else None  # Prime's own lane
+    if host:
+        code = code.replace(f"from {MODULE} ", f"import os; os.environ.setdefault(\"QMEM_HOST\", {_q(host)}); "
                                                f"from {MODULE} ", 1)
     passed = [name for name in entry.credentials if name in entry.available]
     missing = [name for name in entry.credentials if name not in passed]
     line = ["prime-agent", "mcp", "add", "qmem", *(f"--env {name}={name}" for name in passed), "--",
             shlex.quote(entry.command), "-c", shlex.quote(code)]
     notes = ["# Prime passes the server its own value of each --env variable; in Prime the extension "
-             "(python3 -m qmem.local install prime) is the better fit: it adds recall", *_host_note(entry)]
+             "(python3 -m qmem.local install prime) is the better fit: it adds recall", *_host_note(entry, host)]
     notes += [f"# {name} is not set here: export it and add --env {name}={name} (Prime refuses a reference "
               f"to an unset variable)" for name in missing]
     return "\n".join([*notes, " ".join(line)])

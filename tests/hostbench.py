@@ -9,7 +9,8 @@ way (``python3 -m qmem.local install HOST``, a link; ``--copy`` on request).  Th
 is run by the subclass.
 
 :func:`script` is what the fake LLM answers: ``STORE <text>`` → a ``qmem_store`` call; after a
-tool result → ``done: <result>``; anything else → a greeting.
+tool result → ``done: <result>``; a session that began with ``EVERY TOOL`` → each of
+:data:`EVERY_TOOL_STEPS` in turn; anything else → a greeting.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ BLOCK = '<memory-context trust="untrusted">'
 RECALLED = "Blue green deploys of e2eproj happen on Tuesdays after the canary"
 QMEM_TOOLS = {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get", "memory_search"}
 GREETING = "hello from the fake llm"
+EVERY_TOOL = "EVERY TOOL"  # a prompt that makes the fake LLM call each of these, in turn
+EVERY_TOOL_STEPS = [("qmem_store", {"text": "Stored by every tool", "project_id": "e2eproj", "kind": "fact"}),
+                    ("qmem_search", {"query": "stored by every tool"}), ("qmem_meta", {}),
+                    ("memory_search", {"query": "blue green deploys"})]
+EVERY_DONE = "every tool answered"
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -41,7 +47,16 @@ def prompt_of(body: dict[str, Any]) -> str:
     return next((text for text in user if not text.startswith(BLOCK)), "")
 
 
+def first_prompt(body: dict[str, Any]) -> str:
+    """The session's first user words (recall blocks left out)."""
+    user = (text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user")
+    return next((text for text in user if not text.startswith(BLOCK)), "")
+
+
 def script(body: dict[str, Any]) -> Reply:
+    if first_prompt(body).startswith(EVERY_TOOL):  # one tool after the other, then a last word
+        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+        return Reply(tool_calls=[EVERY_TOOL_STEPS[done]]) if done < len(EVERY_TOOL_STEPS) else Reply(text=EVERY_DONE)
     tool_results = [m for m in after_last_assistant(body) if m.get("role") == "tool"]
     if tool_results:
         return Reply(text="done: " + text_of(tool_results[-1].get("content"))[:200])
@@ -49,6 +64,16 @@ def script(body: dict[str, Any]) -> Reply:
     if prompt.startswith("STORE "):
         return Reply(tool_calls=[("qmem_store", {"text": prompt[6:], "project_id": "e2eproj", "kind": "fact"})])
     return Reply(text=GREETING)
+
+
+def tool_results(session: Path) -> dict[str, tuple[bool, str]]:
+    """Each tool's result in a session file: (isError, its text)."""
+    results = {}
+    for line in session.read_text().splitlines():
+        message = json.loads(line).get("message") or {}
+        if message.get("role") == "toolResult":
+            results[message.get("toolName")] = (message.get("isError") is True, text_of(message.get("content")))
+    return results
 
 
 def recall_blocks(request: dict[str, Any]) -> list[str]:
@@ -69,6 +94,19 @@ def make_clone(destination: Path, *, commit: bool = False) -> Path:
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "qmem"]):
             subprocess.run([*git, *args], check=True, capture_output=True, env=env, timeout=60)
     return destination
+
+
+def recording_python(directory: Path, python: Path | str) -> Path:
+    """A QMEM_PYTHON that writes its working directory and environment to ``bridge-start.json``, then
+    runs ``python`` with its arguments: what the shim starts the bridge with."""
+    path = directory / "recording-python"
+    record = directory / "bridge-start.json"
+    path.write_text(f"#!{python}\nimport json, os, sys\n"
+                    f"json.dump({{'cwd': os.getcwd(), 'env': dict(os.environ), 'argv': sys.argv[1:]}}, "
+                    f"open({str(record)!r}, 'w'))\n"
+                    f"os.execv({str(python)!r}, [{str(python)!r}, *sys.argv[1:]])\n")
+    path.chmod(0o755)
+    return path
 
 
 class AgentHostTestCase(unittest.TestCase):

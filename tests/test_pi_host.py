@@ -20,7 +20,11 @@ import uuid
 from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
-from .hostbench import GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, recall_blocks
+from .hostbench import (
+    EVERY_DONE, EVERY_TOOL, EVERY_TOOL_STEPS, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, recall_blocks,
+    tool_results,
+)
+from .shadowing import clean_python, make_shadow_project, markers
 from .hosts import pi_executable
 
 
@@ -162,6 +166,31 @@ class PiHostTests(AgentHostTestCase):
         self.assertEqual(json.loads((self.agent / "settings.json").read_text())["packages"],
                          ["git:github.com/example/qmem"])
         self.assertRecallsAsPi(self.run_pi("how do blue green deploys work here"))
+
+    def test_nothing_from_the_project_is_imported(self):
+        """The session's directory holds json.py, uuid.py… and a qmem package: the bridge imports none, on 3.11+ and 3.10."""
+        self.install()
+        imported = self.home / "markers"
+        make_shadow_project(self.work, imported)
+        for label, wanted in (("3.11+", {"minimum": (3, 11)}), ("3.10", {"exactly": (3, 10)})):
+            python, reason = clean_python(**wanted)
+            if python is None:
+                self.skipTest(reason)
+            with self.subTest(python=label):
+                for old in self.sessions():
+                    old.unlink()
+                before = len(self.llm.chat_requests)
+                proc = self.run_pi(EVERY_TOOL, env=dict(self.env, QMEM_PYTHON=str(python)))
+                self.assertEqual(markers(imported), {})
+                self.assertIn(EVERY_DONE, proc.stdout)
+                [session] = self.sessions()
+                results = tool_results(session)
+                self.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
+                for name, (failed, text) in results.items():
+                    self.assertFalse(failed, f"{name}: {text}")
+                self.assertIn(f"{RECALLED} (pi)", results["memory_search"][1])
+                for request in self.llm.chat_requests[before:]:
+                    self.assertEqual(self.blocks(request), 1)
 
     def test_local_command_in_print_mode(self):
         self.install()
