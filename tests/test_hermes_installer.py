@@ -9,12 +9,15 @@ otherwise pip-install into its own venv.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
+
+import qmem
 
 from .fakes import unused_port
 from .hostbench import make_clone
@@ -59,7 +62,7 @@ class HermesInstallerTests(unittest.TestCase):
         self.assertFalse(plugin.is_symlink())
         self.assertIn("qmem", (self.hermes_home / "config.yaml").read_text())
         listed = self.hermes("plugins", "list", "--plain", "--no-bundled")
-        self.assertRegex(listed.stdout, r"(?m)^enabled\s+user\s+0\.1\.0\s+qmem$")
+        self.assertRegex(listed.stdout, rf"(?m)^enabled\s+user\s+{re.escape(qmem.__version__)}\s+qmem$")
         doctor = json.loads(self.qmem_local("doctor", "--json").stdout)
         hermes = doctor["hosts"]["hermes"]
         self.assertEqual((hermes["kind"], hermes["enabled"], hermes["unloadable"]), ("copy", True, None))

@@ -519,9 +519,13 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.env["PRIME_AGENT_KERNEL_PYTHON"] = str(self.kernel)
 
     def test_subagent_gets_no_recall_but_memory_search_answers(self):
+        """On the README's install (a link), in an RPC session: the prompt's run, then the run of the child's notice."""
         self.install()
-        proc = self.run_prime("SPAWN a sub-agent")
-        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests), proc.stdout)
+        session = self.rpc()
+        session.prompt("SPAWN a sub-agent")
+        session.until(lambda e: e.get("type") == "agent_end")  # the parent's turn for the child's completion notice
+        session.close()
+        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests))
         [root] = self.sessions()
         [child] = self.child_sessions()
         self.assertEqual(header(root)["rlmDepth"], 0)
