@@ -28,14 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__, hostsetup
-from .hostidentity import HostEvidence, identify_host, installed_evidence
-from .hostpackages import installed_packages
+from .hostidentity import identify_host, installed_evidence
+from .hostpackages import Package, installed_packages
 
 __all__ = ["HostCheck", "check_hosts", "host_words"]
 
 _NAMES = {"pi": "pi", "prime": "Prime", "hermes": "Hermes"}
 _INSTALLERS = {"pi": "pi install", "prime": "prime-agent package install"}
-_TITLES = {"pi": "pi", "prime": "prime-agent"}
 
 
 @dataclass
@@ -57,10 +56,8 @@ def _bridge_python(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _package_report(host: str, package: Any, env: Mapping[str, str]) -> dict[str, Any]:
-    evidence = HostEvidence(paths=(str(package.extension / "index.js"), str(package.root),
-                                   os.path.realpath(package.extension)),
-                            process=_TITLES[host], has_rlm_depth=host == "prime")
+def _package_report(host: str, package: Package, env: Mapping[str, str]) -> dict[str, Any]:
+    evidence = installed_evidence(host, package.extension / "index.js", package.root)  # baseDir: the package
     return {"source": package.source, "path": str(package.root), "extension": str(package.extension),
             "version": hostsetup.qmem_version(package.extension),
             "unloadable": hostsetup.unloadable(host, package.extension),
@@ -105,13 +102,11 @@ def _check_host(host: str, env: Mapping[str, str], recall_active: bool, check: H
         runs = [(str(found.path), report.get("identified_as"))] if installed else []
         runs += [(f"the package {p['source']}", p["identified_as"]) for p in report["packages"]]
         for where, identity in runs:
+            # The host's own process name always votes for it, so an answer is that host or None.
             if identity is None:
                 check.problems.append(f"{host}: qmem from {where} would run with recall configured but could not "
                                       f"tell which host loads it (the paths point at both pi's and Prime's agent "
                                       f"directories): automatic recall and memory_search would be off")
-            elif identity != host:
-                check.problems.append(f"{host}: qmem from {where} would be taken for {_NAMES[identity]} and recall "
-                                      f"{_NAMES[identity]}'s memories")
     return report
 
 
