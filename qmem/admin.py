@@ -35,7 +35,12 @@ environment (``QMEM_ADMIN_QDRANT_API_KEY``, ``QMEM_SOURCE_QDRANT_API_KEY``,
 Python older than 3.10 it prints one line and exits 1.
 """
 
-from .pythonversion import require_supported_python
+if __name__ == "__main__":  # `python3 -m qmem.admin`: nothing more from the working directory (see qmem/entrypath.py)
+    from .entrypath import drop_working_directory
+
+    drop_working_directory()
+
+from .pythonversion import require_supported_python  # noqa: E402
 
 require_supported_python()
 

@@ -5,7 +5,7 @@ Every line is one JSON object; stdout carries nothing else (``print`` goes to st
 
 Shim → bridge, requests (each answered once, by ``id``)::
 
-    {"id": 1, "method": "session_start", "params": {"cwd", "extensionDir", "extensionRealDir", "header"}}
+    {"id": 1, "method": "session_start", "params": {"cwd", "extensionDir", "loaded", "hostProcess", "header"}}
     {"id": 2, "method": "tool", "params": {"name", "args"}}
     {"id": 3, "method": "context", "params": {"messages", "rlmDepth", "depthGiven"}}
     {"id": 4, "method": "before_agent_start", "params": {"activeTools"}}
@@ -22,6 +22,10 @@ Bridge → shim: ``{"event": "ready"}`` first; answers ``{"id", "result"}`` or `
 
 The context answer is a patch, ``{"drop": [indices], "append": message | null}``: the shim
 applies it to its own copy of the messages, so the array crosses the pipe only once.
+``session_start`` carries the facts :func:`qmem.hostidentity.identify_host` decides the host
+from: ``loaded`` (the host's ``sourceInfo`` of this extension: ``path``, ``baseDir``…, or
+null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``);
+``cwd`` is the session's directory, data only: the bridge runs in its own directory.
 The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
 ``memory_search`` is offered (recall configured and on, host identified), which the shim
 registers only then.  Requests run concurrently on worker threads; stdin EOF or
@@ -48,45 +52,14 @@ from typing import Any, BinaryIO  # noqa: E402
 from . import __version__  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
+from .hostidentity import HostEvidence, identify_host  # noqa: E402
 from .jsonlines import encode_line  # noqa: E402
 from .plugin import PluginSession  # noqa: E402
 from .recall import recall_patch  # noqa: E402
 
-__all__ = ["Bridge", "identify_host", "main"]
+__all__ = ["Bridge", "main"]
 
 UI_TIMEOUT_S = 600.0
-
-
-def identify_host(extension_dirs: list[str], env: dict[str, str]) -> str | None:
-    """``pi``, ``prime`` or None (unknown or ambiguous), from where the extension was loaded.
-
-    Prime keeps its agent directory in ``~/.prime/agent`` (or ``$PRIME_AGENT_CODING_AGENT_DIR``),
-    pi in ``~/.pi/agent`` (or ``$PI_CODING_AGENT_DIR``); a folder found under one of them
-    says which host loaded it.  With no path signal, pi's own ``PI_CODING_AGENT=true``
-    marks pi.  Signals for both hosts, or none, mean None: automatic recall then stays off.
-    """
-    def under(path: str, root: str) -> bool:
-        root = os.path.realpath(root)
-        return path == root or path.startswith(root.rstrip("/") + "/")
-
-    prime_roots = [env.get("PRIME_AGENT_CODING_AGENT_DIR") or ""]
-    pi_roots = [env.get("PI_CODING_AGENT_DIR") or ""]
-    prime = pi = False
-    for directory in extension_dirs:
-        if not directory:
-            continue
-        path = os.path.realpath(directory)
-        parts = Path(path).parts
-        pairs = set(zip(parts, parts[1:], strict=False))
-        prime |= (".prime", "agent") in pairs or any(root and under(path, root) for root in prime_roots)
-        pi |= (".pi", "agent") in pairs or any(root and under(path, root) for root in pi_roots)
-    if prime and pi:
-        return None
-    if prime:
-        return "prime"
-    if pi:
-        return "pi"
-    return "pi" if env.get("PI_CODING_AGENT") == "true" and not env.get("PRIME_AGENT_CODING_AGENT_DIR") else None
 
 
 class _BridgeUI:
@@ -222,10 +195,9 @@ class Bridge:
         with self._state_lock:
             if self.session is None:
                 params = params or {}
-                dirs = [d for d in (params.get("extensionDir"), params.get("extensionRealDir"))
-                        if isinstance(d, str)]
+                host = identify_host(HostEvidence.from_session_start(params), self._env)
                 cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else os.getcwd()
-                self.session = PluginSession(host=identify_host(dirs, self._env), cwd=Path(cwd),
+                self.session = PluginSession(host=host, cwd=Path(cwd),
                                              env=dict(self._env), warnings=self.warnings)
             return self.session
 

@@ -12,7 +12,8 @@ Promises:
   ``recall.distance``, and one embeddings call with its dimension; the circuit breakers with
   the time left; the local index (schema, counts, ``PRAGMA quick_check``) when it exists —
   it is never created; and which hosts (pi, Prime, Hermes) have qmem installed, with the
-  version there.
+  version there, whether the host can load and has enabled it, and as which host it would
+  run (:mod:`qmem.hostcheck`).
 * **It changes nothing.**  The probes go around the shared circuit breakers (a doctor run is
   an explicit question, asked even while a breaker is open) and do not report to them: the
   breakers are shown as they are, with a hint when a service answers although its breaker
@@ -51,6 +52,7 @@ from .config import Config, ConfigError
 from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import QmemError
 from .gateway import GatewayClient, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
+from .hostcheck import check_hosts, host_words
 from .localindex import LocalIndex
 from .qdrant import QdrantError, ReadOnlyQdrant
 from .sessions import SessionRoot, session_roots
@@ -307,21 +309,10 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
     elif index.get("exists") and index.get("integrity") != "ok":
         problems.append(f"index: the integrity check failed ({index.get('integrity')})")
 
-    hosts = {}
-    for host in hostsetup.HOSTS:
-        found = hostsetup.inspect(host, env)
-        hosts[host] = found.to_json()
-        if found.kind == "broken-link":
-            problems.append(f"{host}: {found.path} is a link to {found.target}, which does not exist")
-        elif found.kind == "other":
-            warnings.append(f"{host}: {found.path} is not qmem")
-        elif found.kind in ("link", "copy") and found.version != __version__:
-            warnings.append(f"{host} has qmem {found.version}, this is {__version__}"
-                            + (f": `python3 -m qmem.local install {host} --copy` updates it"
-                               if found.kind == "copy" else ""))
-        if host == "hermes" and found.kind in ("link", "copy") and found.hermes_enabled is False:
-            warnings.append("hermes: qmem is installed but not in plugins.enabled: `python3 -m qmem.local install "
-                            "hermes` enables it")
+    host_check = check_hosts(env, recall_active=recall.active)
+    hosts = host_check.document
+    problems += host_check.problems
+    warnings += host_check.warnings
 
     warnings += audit(env)
     # Shown values are redacted by the scanner's families: the report never prints a credential.
@@ -393,21 +384,6 @@ def _recall_lines(recall: Mapping[str, Any]) -> list[str]:
     return ["on", q_line, e_line]
 
 
-def _host_words(host: Mapping[str, Any]) -> str:
-    kind = host["kind"]
-    if kind == "absent":
-        return "not installed"
-    if kind == "broken-link":
-        return f"✗ broken link → {host['target']}"
-    if kind == "other":
-        return f"something else is at {host['path']}"
-    where = f"link → {host['target']}" if kind == "link" else f"copy at {host['path']}"
-    words = f"{where} (qmem {host['version']}{', this one' if host['this_qmem'] else ''})"
-    if "enabled" in host:
-        words += {True: ", enabled", False: ", NOT enabled", None: ", enabled? (config.yaml not read)"}[host["enabled"]]
-    return words
-
-
 def render(diagnosis: Diagnosis) -> str:
     d = diagnosis.document
     python = d["python"]
@@ -443,7 +419,7 @@ def render(diagnosis: Diagnosis) -> str:
         lines.append(f"index       {_mark(index['integrity'] == 'ok')} schema v{index['schema_version']}, "
                      f"{index['records']} records, queue: pending {queue['pending']}, failed {queue['failed']}; "
                      f"integrity {index['integrity']}{', read-only' if index.get('read_only') else ''}")
-    lines.append("hosts       " + " · ".join(f"{name}: {_host_words(host)}" for name, host in d["hosts"].items()))
+    lines.append("hosts       " + " · ".join(f"{name}: {host_words(host)}" for name, host in d["hosts"].items()))
     for warning in diagnosis.warnings:
         lines.append(f"warning     {warning}")
     for problem in diagnosis.problems:

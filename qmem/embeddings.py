@@ -4,7 +4,8 @@
 with ``Authorization: Bearer $QMEM_EMBEDDING_API_KEY`` when a key is set, and returns
 the vector as floats — every element finite, or :class:`EmbeddingError`.  The caller
 checks the dimension against the collection before searching.  Errors carry a category
-(``embedding``, ``timeout``, ``parsing``) and never the URL, the key, the text or a body.
+(``embedding``, ``timeout``, ``parsing``, ``refused_key`` for a 401/403) and never the URL,
+the key, the text or a body.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class EmbeddingsClient:
         if breaker is not None:
             breaker.success()
         if response.status in (401, 403):
-            raise EmbeddingError("the embeddings service refused the key (check QMEM_EMBEDDING_API_KEY)")
+            raise EmbeddingError("the embeddings service refused the key (check QMEM_EMBEDDING_API_KEY)",
+                                 category="refused_key")
         if response.status >= 400:
             raise EmbeddingError(f"the embeddings service refused the request ({response.status})")
         try:

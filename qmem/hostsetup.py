@@ -14,13 +14,16 @@ Promises:
   for — is never replaced: :class:`SetupError` says what is there and what to do.
 * **uninstall** removes only what install makes: a link to a qmem folder (or a dangling
   link named ``qmem`` that pointed to one), or a folder holding nothing but qmem's files.
-  A folder with any other file is refused, naming the file.  Memories are never touched:
-  they live in the data directory.
+  A folder with any other file is refused, naming the file.  What install had to create
+  around it — the extensions directory and its parents, Hermes' ``config.yaml`` — is
+  recorded (:mod:`qmem.installrecord`) and removed too once it holds nothing else.
+  Memories are never touched: they live in the data directory.
 * **Hermes** also needs the plugin enabled in ``$HERMES_HOME/config.yaml``:
   :mod:`qmem.hermesconfig` edits the ``plugins.enabled`` list where it can do so with
   certainty; otherwise nothing is changed and the result carries the exact
   ``hermes plugins …`` command to run.
-* :func:`inspect` reports what is installed for a host, for ``doctor``; it changes nothing.
+* :func:`inspect` reports what is installed for a host, for ``doctor``, including whether the
+  host can load it (:attr:`Installation.unloadable`); it changes nothing.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, hermesconfig
+from . import __version__, hermesconfig, installrecord
 from .errors import QmemError
 
 __all__ = ["HOSTS", "Location", "Installation", "SetupResult", "SetupError", "location", "inspect", "install",
-           "uninstall", "package_dir", "COPY_MARKER"]
+           "uninstall", "package_dir", "qmem_version", "unloadable", "COPY_MARKER"]
 
 HOSTS = ("pi", "prime", "hermes")
 COPY_MARKER = ".qmem-install.json"
@@ -154,13 +157,37 @@ class Installation:
     version: str | None = None
     this_qmem: bool = False  # a link to (or the folder of) the qmem that is running
     hermes_enabled: bool | None = None  # Hermes only; None: config.yaml not read with certainty
+    unloadable: str | None = None  # why the host cannot load this link or copy (None: it can)
 
     def to_json(self) -> dict[str, Any]:
         out = {"host": self.host, "path": str(self.path), "kind": self.kind, "target": self.target,
-               "version": self.version, "this_qmem": self.this_qmem}
+               "version": self.version, "this_qmem": self.this_qmem, "unloadable": self.unloadable}
         if self.host == "hermes":
             out["enabled"] = self.hermes_enabled
         return out
+
+
+#: What each host needs in the folder to load qmem (the shim, its tools, the bridge; Hermes' plugin).
+_NEEDED = {"pi": ("index.js", "package.json", "tools.json", "__init__.py", "bridge.py"),
+           "prime": ("index.js", "package.json", "tools.json", "__init__.py", "bridge.py"),
+           "hermes": ("plugin.yaml", "__init__.py", "hermes.py")}
+
+
+def unloadable(host: str, folder: Path) -> str | None:
+    """Why ``host`` could not load qmem from ``folder`` (a qmem folder), or None."""
+    missing = [name for name in _NEEDED[host] if not os.access(folder / name, os.R_OK)]
+    if missing:
+        return f"{', '.join(missing)} missing or unreadable"
+    if host in ("pi", "prime"):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", folder.resolve().name):
+            return f"the folder is named {folder.resolve().name!r}; the bridge needs a Python package name (qmem)"
+        try:
+            manifest = json.loads((folder / "package.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = None
+        if not isinstance(manifest, dict) or manifest.get("type") != "module":
+            return 'package.json does not say "type": "module"'
+    return None
 
 
 def inspect(host: str, env: Mapping[str, str]) -> Installation:
@@ -175,14 +202,15 @@ def inspect(host: str, env: Mapping[str, str]) -> Installation:
         real = path.resolve()
         version = qmem_version(real)
         return Installation(host, path, "link" if version else "other", target=target, version=version,
-                            this_qmem=real == package_dir(), hermes_enabled=enabled)
+                            this_qmem=real == package_dir(), hermes_enabled=enabled,
+                            unloadable=unloadable(host, path) if version else None)
     if not path.exists():
         return Installation(host, path, "absent", hermes_enabled=enabled)
     if path.is_dir():
         version = qmem_version(path)
         if version:
             return Installation(host, path, "copy", version=version, this_qmem=path.resolve() == package_dir(),
-                                hermes_enabled=enabled)
+                                hermes_enabled=enabled, unloadable=unloadable(host, path))
     return Installation(host, path, "other", hermes_enabled=enabled)
 
 
@@ -293,8 +321,10 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
     path = where.path
     result = SetupResult(host, path, "installed", mode=mode, source=source)
     uninstall_hint = f"`python3 -m qmem.local uninstall {host}`"
+    created: list[Path] = []
     try:
         if found.kind == "absent":
+            created = installrecord.missing_directories(where.directory)
             where.directory.mkdir(parents=True, exist_ok=True)
             if copy:
                 _copy_into(path, source)
@@ -331,10 +361,18 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
                              f"move it away first")
     except OSError as exc:
         raise _os_error(f"install qmem in {where.directory}", exc) from None
+    created_files: dict[Path, str] = {}
     if host == "hermes":
         result.hermes, note = _hermes_enable(where, env, True)
         if note:
             result.notes.append(note)
+        if result.hermes["change"] == "created" and where.hermes_config is not None:
+            created_files[where.hermes_config] = where.hermes_config.read_text(encoding="utf-8")
+    try:
+        installrecord.remember(env, host, directories=created, files=created_files)
+    except OSError as exc:  # qmem is installed; only the tidy-up at uninstall is lost
+        result.notes.append(f"could not record what install created ({exc.strerror or exc.__class__.__name__}); "
+                            f"uninstall will leave {', '.join(str(p) for p in [*created, *created_files])}")
     if result.action == "unchanged":
         return result
     result.notes.append({"pi": "next: start pi and run /qmem:local status (or: python3 -m qmem.local doctor)",
@@ -372,8 +410,56 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
             raise SetupError(f"{path} is not qmem ({_describe_other(path)}); nothing was removed")
     except OSError as exc:
         raise _os_error(f"remove {path}", exc) from None
+    record = installrecord.load(env, host)
     if host == "hermes":
-        result.hermes, note = _hermes_enable(where, env, False)
-        if note and result.hermes.get("change") != "unchanged":
-            result.notes.append(note)
+        removed = _remove_created_config(where, record)
+        if removed is not None:
+            result.hermes = {"config": str(where.hermes_config), "change": "deleted", "enabled": False}
+            result.notes.append(removed)
+        else:
+            result.hermes, note = _hermes_enable(where, env, False)
+            if note and result.hermes.get("change") != "unchanged":
+                result.notes.append(note)
+    result.notes += _remove_created_directories(where, record, env)
     return result
+
+
+def _remove_created_config(where: Location, record: installrecord.HostRecord) -> str | None:
+    """Delete Hermes' config.yaml if install created it and it still holds exactly what install wrote."""
+    config = where.hermes_config
+    written = record.files.get(str(config)) if config is not None else None
+    if config is None or written is None:
+        return None
+    try:
+        if config.read_text(encoding="utf-8") != written:
+            return None  # changed since: it holds something else now, keep it
+        config.unlink()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return f"removed {config} (install created it and it held nothing else)"
+
+
+def _remove_created_directories(where: Location, record: installrecord.HostRecord,
+                                env: Mapping[str, str]) -> list[str]:
+    """Remove the directories install created for this location, deepest first, each only if empty."""
+    ours = {str(where.directory), *(str(parent) for parent in where.directory.parents)}
+    settled = sorted((d for d in record.directories if d in ours), key=len, reverse=True)
+    removed = []
+    for directory in settled:
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            break  # not empty (or not ours to remove): its parents are not empty either
+        else:
+            removed.append(directory)
+    # Forgotten either way: qmem is gone, and what holds something else now is no longer install's alone.
+    config = str(where.hermes_config) if where.hermes_config is not None else None
+    try:
+        installrecord.forget(env, where.host, directories=settled,
+                             files=[config] if config and config in record.files else [])
+    except OSError:
+        pass  # the record stays; a later uninstall finds the directories gone or in use
+    return [f"removed {', '.join(removed)} (install created {'them' if len(removed) > 1 else 'it'}; "
+            f"{'they were' if len(removed) > 1 else 'it was'} empty)"] if removed else []

@@ -1,4 +1,4 @@
-// qmem for pi and Prime: a dependency-free relay to `python3 -m qmem.bridge`.
+// qmem for pi and Prime: a dependency-free relay to qmem.bridge (Python).
 //
 // All memory logic lives in Python. This file registers the tools and commands listed in
 // tools.json (generated from qmem/tools.py), then relays tool calls, hooks, commands, ctx.ui
@@ -16,7 +16,14 @@
 //   session_start, so a hung interpreter costs one timeout per session, not one per hook;
 // - a warning raised while the session starts is held until its first prompt or command:
 //   a host may have no client attached yet (Prime's daemon) and would drop it;
-// - QMEM_PYTHON picks the interpreter; PYTHONPATH gets this folder's parent, so no install.
+// - QMEM_PYTHON picks the interpreter; PYTHONPATH gets this folder's parent, so no install;
+// - nothing in the session's directory is ever imported: the bridge runs in this folder's parent,
+//   the session cwd reaches it as data, sys.path loses its unsafe first entry before any import
+//   (PYTHONSAFEPATH on 3.11+, the -c bootstrap on every version), and its environment holds only
+//   what qmem reads (BRIDGE_ENV): not the host's provider keys, not Prime's daemon token;
+// - identity is the bridge's decision, from facts only the host knows: the path it loaded this
+//   file from (a link install is resolved by Node, so import.meta.url cannot say), its process
+//   title and whether the session header carries rlmDepth (qmem/hostidentity.py).
 
 import { spawn } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
@@ -32,6 +39,33 @@ const SHUTDOWN_TIMEOUT_MS = 2_000;
 const BRIDGE_STOPPED = "qmem: the memory bridge stopped; the agent continues without memory until the next session.";
 const PYTHON_TOO_OLD = /^qmem needs Python [^\n]*/m; // the bridge's one line on an old interpreter
 const STDERR_KEPT = 4096; // what is kept of the bridge's stderr, to find that line
+
+// What the bridge's environment keeps: qmem's own settings and credentials (and the seed's aliases),
+// where the hosts keep their files, locale, temp, proxies and certificates, and the interpreter choice.
+const BRIDGE_ENV = new RegExp("^(" + [
+  "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_[A-Z_]+", "TZ", "TMPDIR", "TEMP", "TMP",
+  "XDG_[A-Z0-9_]+", "QMEM_[A-Z0-9_]+", "PI_QDRANT_MEMORY_[A-Z0-9_]+",
+  "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
+  "PRIME_AGENT_CODING_AGENT_DIR", "PRIME_AGENT_SESSION_DIR", "PRIME_AGENT_CODING_AGENT_SESSION_DIR", "HERMES_HOME",
+  "HTTPS?_PROXY", "ALL_PROXY", "NO_PROXY", "https?_proxy", "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+  "PYENV_VERSION", "PYENV_ROOT", "PYTHONDONTWRITEBYTECODE",
+].join("|") + ")$");
+
+function bridgeEnv(parent) {
+  const env = {};
+  for (const [name, value] of Object.entries(process.env)) if (BRIDGE_ENV.test(name)) env[name] = value;
+  env.PYTHONPATH = parent; // this qmem, and nothing the host's PYTHONPATH names
+  env.PYTHONSAFEPATH = "1"; // 3.11+: nothing is put in front of sys.path
+  return env;
+}
+
+// `python3 -c`, not `-m`: runpy's own imports (types, importlib…) would come from sys.path[0]
+// before qmem could drop it.  The first statement uses only sys (always loaded) to drop '' (the
+// cwd, on 3.10); the module name is checked by start() to be a plain identifier.
+function bootstrap(pkg) {
+  return "import sys; sys.path[:] = [p for p in sys.path if p]; import runpy; "
+    + `runpy.run_module("${pkg}.bridge", run_name="__main__", alter_sys=True)`;
+}
 
 function realDir() {
   try {
@@ -75,10 +109,10 @@ class Bridge {
       return;
     }
     const parent = dirname(dir);
-    const env = { ...process.env, PYTHONPATH: [parent, process.env.PYTHONPATH].filter(Boolean).join(":") };
     let child;
     try {
-      child = spawn(process.env.QMEM_PYTHON || "python3", ["-m", `${pkg}.bridge`], { stdio: ["pipe", "pipe", "pipe"], env });
+      child = spawn(process.env.QMEM_PYTHON || "python3", ["-c", bootstrap(pkg)],
+        { stdio: ["pipe", "pipe", "pipe"], cwd: parent, env: bridgeEnv(parent) });
     } catch {
       this.died();
       return;
@@ -237,6 +271,41 @@ class Bridge {
   }
 }
 
+// Where the host says it loaded this file from: sourceInfo of one of our commands or tools (bound
+// by session_start), picked by its resolved path so another extension's cannot be mistaken for ours.
+function loadedFrom(pi, definitions) {
+  let self;
+  try {
+    self = realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return null;
+  }
+  const ours = (info) => {
+    try {
+      return !!info && typeof info.path === "string" && realpathSync(info.path) === self;
+    } catch {
+      return false;
+    }
+  };
+  const pick = (info) => {
+    const fact = {};
+    for (const key of ["path", "baseDir", "source", "scope", "origin"]) if (typeof info[key] === "string") fact[key] = info[key];
+    return fact;
+  };
+  const mine = new Set((definitions.commands || []).map((c) => c.name));
+  try {
+    for (const c of pi.getCommands()) if (mine.has(c.name) && ours(c.sourceInfo)) return pick(c.sourceInfo);
+  } catch {
+    // an older host: no commands list
+  }
+  try {
+    for (const t of pi.getAllTools()) if (t.name === "qmem_store" && ours(t.sourceInfo)) return pick(t.sourceInfo);
+  } catch {
+    // nor a tools list
+  }
+  return null;
+}
+
 function header(ctx) {
   try {
     return ctx.sessionManager.getHeader() || null;
@@ -315,8 +384,9 @@ export default function qmem(pi) {
       .request("session_start", {
         cwd: ctx.cwd,
         extensionDir: HERE,
-        extensionRealDir: realDir(),
-        header: h ? { rlmDepth: h.rlmDepth ?? null } : null,
+        loaded: loadedFrom(pi, definitions),
+        hostProcess: typeof process.title === "string" ? process.title : null,
+        header: h ? { rlmDepth: h.rlmDepth ?? null, hasRlmDepth: Object.prototype.hasOwnProperty.call(h, "rlmDepth") } : null,
       }, { timeoutMs: HOOK_TIMEOUT_MS })
       .then((answer) => {
         offerRecallTools(answer);

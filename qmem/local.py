@@ -15,7 +15,12 @@ words).  ``--version`` prints the version.
 ``/qmem:local`` command shares this code without sharing a stdout.
 """
 
-from .pythonversion import require_supported_python
+if __name__ == "__main__":  # `python3 -m qmem.local`: nothing more from the working directory (see qmem/entrypath.py)
+    from .entrypath import drop_working_directory
+
+    drop_working_directory()
+
+from .pythonversion import require_supported_python  # noqa: E402
 
 require_supported_python()
 

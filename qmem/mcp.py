@@ -30,7 +30,12 @@ Promises:
   prints one line and exits 1 before reading anything.
 """
 
-from .pythonversion import require_supported_python
+if __name__ == "__main__":  # `python3 -m qmem.mcp`: nothing more from the working directory (see qmem/entrypath.py)
+    from .entrypath import drop_working_directory
+
+    drop_working_directory()
+
+from .pythonversion import require_supported_python  # noqa: E402
 
 require_supported_python()
 

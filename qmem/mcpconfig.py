@@ -2,48 +2,95 @@
 
 Promises:
 
-* The entry runs ``python3 -m qmem.mcp`` with **this** interpreter, by its absolute path
-  (``sys.executable``): the one that has just run, so it is ≥ 3.10 and finds this qmem.
-* ``PYTHONPATH`` is the directory that contains this ``qmem`` package, unless the package is
-  installed in that interpreter's site-packages (then it needs none).
-* The Memory Gateway key is never printed: shell commands reference ``$QMEM_GATEWAY_API_KEY``
-  (the shell fills it in when the line is run; Prime resolves it from its own environment),
-  files get the placeholder :data:`KEY_PLACEHOLDER`.
-* Clients: ``claude`` (a ``claude mcp add`` command), ``codex`` (a ``config.toml`` table),
-  ``hermes`` (a ``config.yaml`` ``mcp_servers`` entry), ``prime`` (a ``prime-agent mcp add``
-  command) and ``json`` (the common ``{"mcpServers": …}`` document).  Strings are written
-  as JSON strings, which are valid TOML and YAML too.
+* **This interpreter**, by its absolute path (``sys.executable``): the one that has just run,
+  so it is ≥ 3.10 and finds this qmem.  ``PYTHONPATH`` is the directory that contains this
+  ``qmem`` package, unless the package is installed in that interpreter's site-packages.
+* **Nothing from the client's working directory.**  Clients start a server in the project
+  (or wherever they run), and ``python3 -m`` would import a project's ``json.py`` before
+  qmem's first line.  So the entry is ``-P -m qmem.mcp`` on 3.11+ (no path entry is made) and
+  on 3.10 a ``-c`` bootstrap whose first statement, using only ``sys``, drops the ``''``
+  entry before anything is imported (:func:`bootstrap`).  Prime, which cannot pass
+  ``PYTHONPATH``, gets the bootstrap with the path inside.
+* **Every credential the server will need, by name, never by value**: the Memory Gateway
+  key, and with recall configured the Qdrant and embeddings keys and ``QMEM_HOST`` (whose
+  curated memories ``memory_search`` searches: ``recall.host`` if the config names one,
+  else ``pi`` — ``prime`` in Prime's entry —, said in a comment).  Each client gets them its own way: shell references in
+  ``claude mcp add -e``, Codex's ``env_vars`` (forwarded by name), Hermes' ``${VAR}``
+  (filled from its environment or ``~/.hermes/.env``), Prime's ``--env VAR=VAR`` (for
+  variables set where ``mcp-config`` runs: Prime refuses a reference to an unset one), and
+  in a JSON document the placeholder ``<your VAR>``.
+* Clients: ``claude``, ``codex`` (a ``config.toml`` table), ``hermes`` (a ``config.yaml``
+  ``mcp_servers`` entry), ``prime`` (a ``prime-agent mcp add`` command) and ``json`` (the
+  common ``{"mcpServers": …}`` document).  Strings are written as JSON strings, which are
+  valid TOML and YAML too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import site
 import sys
 import sysconfig
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ServerEntry", "server_entry", "render", "CLIENTS", "KEY_PLACEHOLDER", "KEY_VARIABLE"]
+from .config import CREDENTIAL_VARIABLES, HOST_LANES
+
+__all__ = ["ServerEntry", "server_entry", "render", "bootstrap", "CLIENTS", "KEY_PLACEHOLDER", "KEY_VARIABLE"]
 
 CLIENTS = ("claude", "codex", "hermes", "prime", "json")
 KEY_VARIABLE = "QMEM_GATEWAY_API_KEY"
 KEY_PLACEHOLDER = f"<your {KEY_VARIABLE}>"
+RECALL_VARIABLES = (CREDENTIAL_VARIABLES["qdrant"][0], CREDENTIAL_VARIABLES["embedding"][0])
+MODULE = "qmem.mcp"
+
+
+def placeholder(variable: str) -> str:
+    return f"<your {variable}>"
+
+
+def bootstrap(pythonpath: str | None = None) -> str:
+    """The ``-c`` code that starts the server with nothing from the working directory on
+    ``sys.path``: its first statement uses only ``sys`` (loaded before any path exists)."""
+    insert = f"sys.path.insert(0, {json.dumps(pythonpath)}); " if pythonpath else ""
+    return f"import sys; sys.path[:] = [p for p in sys.path if p]; {insert}from {MODULE} import main; sys.exit(main())"
 
 
 @dataclass(frozen=True)
 class ServerEntry:
-    command: str
-    args: tuple[str, ...]
+    command: str  # the interpreter, absolute
     pythonpath: str | None  # None: qmem is installed in the interpreter
-    recall: bool = False  # recall is configured: memory_search needs QMEM_HOST
-    env: dict[str, str] = field(default_factory=dict)
+    safe_path_flag: bool  # the interpreter has -P (3.11+)
+    credentials: tuple[str, ...]  # variables the server reads, to be passed from the client's environment
+    host: str | None = None  # QMEM_HOST, with recall configured
+    host_configured: bool = False  # recall.host names it (else the default lane is shown)
+    available: tuple[str, ...] = ()  # the credentials set where mcp-config ran (names only)
+
+    @property
+    def recall(self) -> bool:
+        return self.host is not None
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """For clients that pass ``PYTHONPATH`` in the environment."""
+        return ("-P", "-m", MODULE) if self.safe_path_flag else ("-c", bootstrap())
+
+    @property
+    def literal_env(self) -> dict[str, str]:
+        """Environment values the entry states outright (no credential among them)."""
+        env = {"PYTHONPATH": self.pythonpath} if self.pythonpath else {}
+        if self.host:
+            env["QMEM_HOST"] = self.host
+        return env
 
     def to_json(self) -> dict[str, Any]:
-        return {"command": self.command, "args": list(self.args), "env": dict(self.env)}
+        """The entry as the common JSON shape: credentials as placeholders."""
+        env = {**self.literal_env, **{name: placeholder(name) for name in self.credentials}}
+        return {"command": self.command, "args": list(self.args), "env": env, "credentials": list(self.credentials)}
 
 
 def _site_directories() -> set[Path]:
@@ -57,76 +104,109 @@ def _site_directories() -> set[Path]:
 
 
 def server_entry(env: Mapping[str, str] | None = None) -> ServerEntry:
-    """The entry for this interpreter and this qmem (``env`` decides only the recall note)."""
+    """The entry for this interpreter and this qmem (``env`` decides only what recall needs)."""
     root = Path(__file__).resolve().parent.parent
     pythonpath = None if root in _site_directories() else str(root)
-    recall = False
+    host: str | None = None
+    configured = False
     try:
         from .config import load_config
 
-        recall = load_config(env).recall.active
+        recall = load_config(env).recall
+        if recall.active:
+            configured = recall.host in HOST_LANES
+            host = recall.host if configured else HOST_LANES[0]
     except Exception:  # a broken config is doctor's business, not this entry's
-        recall = False
-    entry_env = {"PYTHONPATH": pythonpath} if pythonpath else {}
-    entry_env[KEY_VARIABLE] = KEY_PLACEHOLDER
-    return ServerEntry(command=str(Path(sys.executable).absolute()), args=("-m", "qmem.mcp"), pythonpath=pythonpath,
-                       recall=recall, env=entry_env)
+        host = None
+    credentials = (KEY_VARIABLE, *RECALL_VARIABLES) if host else (KEY_VARIABLE,)
+    environment = os.environ if env is None else env
+    available = tuple(name for name in credentials if (environment.get(name) or "").strip())
+    return ServerEntry(command=str(Path(sys.executable).absolute()), pythonpath=pythonpath,
+                       safe_path_flag=sys.version_info >= (3, 11), credentials=credentials, host=host,
+                       host_configured=configured, available=available)
 
 
 def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _notes(entry: ServerEntry, key_line: str) -> list[str]:
-    notes = [f"# {key_line}"]
-    if entry.recall:
-        notes.append("# memory_search: add QMEM_HOST=pi (or prime) to the server's environment to search that "
-                     "host's curated memories")
-    return notes
+def _host_note(entry: ServerEntry, host: str | None = None) -> list[str]:
+    if not entry.recall:
+        return []
+    why = "as recall.host in your config says" if entry.host_configured else "the config names no recall.host"
+    return [f"# QMEM_HOST={host or entry.host} ({why}): memory_search searches the curated memories of that host "
+            f"({' or '.join(HOST_LANES)})"]
+
+
+def _claude(entry: ServerEntry) -> str:
+    parts = ["claude", "mcp", "add", "qmem", "--scope", "user"]
+    parts += [f'-e {name}="${name}"' for name in entry.credentials]
+    parts += ["-e " + shlex.quote(f"{name}={value}") for name, value in entry.literal_env.items()]
+    parts += ["--", shlex.quote(entry.command), *(shlex.quote(arg) for arg in entry.args)]
+    names = ", ".join(f"${name}" for name in entry.credentials)
+    return "\n".join([f"# the shell fills in {names} from your environment when you run this", *_host_note(entry),
+                      " ".join(parts)])
+
+
+def _codex(entry: ServerEntry) -> str:
+    table = ", ".join(f"{name} = {_q(value)}" for name, value in entry.literal_env.items())
+    lines = [f"# in ~/.codex/config.toml; Codex forwards {', '.join(entry.credentials)} from its own environment "
+             f"(env_vars)", *_host_note(entry),
+             "[mcp_servers.qmem]",
+             f"command = {_q(entry.command)}",
+             f"args = [{', '.join(_q(arg) for arg in entry.args)}]"]
+    if table:
+        lines.append(f"env = {{ {table} }}")
+    lines.append(f"env_vars = [{', '.join(_q(name) for name in entry.credentials)}]")
+    return "\n".join(lines)
+
+
+def _hermes(entry: ServerEntry) -> str:
+    env = {**entry.literal_env, **{name: f"${{{name}}}" for name in entry.credentials}}
+    return "\n".join([
+        "# in $HERMES_HOME/config.yaml (default ~/.hermes); Hermes fills in each ${…} from its environment or "
+        "$HERMES_HOME/.env. `python3 -m qmem.local install hermes` installs the plugin instead (it adds recall)",
+        *_host_note(entry),
+        "mcp_servers:",
+        "  qmem:",
+        f"    command: {_q(entry.command)}",
+        f"    args: [{', '.join(_q(arg) for arg in entry.args)}]",
+        "    env:",
+        *(f"      {name}: {_q(value)}" for name, value in env.items()),
+    ])
+
+
+def _prime(entry: ServerEntry) -> str:
+    # Prime's --env only maps variables (CHILD=SOURCE) and refuses one that is not set, so the path goes
+    # into the -c bootstrap, QMEM_HOST too, and only the credentials set here are referenced.
+    code = bootstrap(entry.pythonpath)
+    host = (entry.host if entry.host_configured else "prime") if entry.recall else None  # Prime's own lane
+    if host:
+        code = code.replace(f"from {MODULE} ", f"import os; os.environ.setdefault(\"QMEM_HOST\", {_q(host)}); "
+                                               f"from {MODULE} ", 1)
+    passed = [name for name in entry.credentials if name in entry.available]
+    missing = [name for name in entry.credentials if name not in passed]
+    line = ["prime-agent", "mcp", "add", "qmem", *(f"--env {name}={name}" for name in passed), "--",
+            shlex.quote(entry.command), "-c", shlex.quote(code)]
+    notes = ["# Prime passes the server its own value of each --env variable; in Prime the extension "
+             "(python3 -m qmem.local install prime) is the better fit: it adds recall", *_host_note(entry, host)]
+    notes += [f"# {name} is not set here: export it and add --env {name}={name} (Prime refuses a reference "
+              f"to an unset variable)" for name in missing]
+    return "\n".join([*notes, " ".join(line)])
 
 
 def render(client: str, entry: ServerEntry) -> str:
     """The text to paste for ``client`` (one of :data:`CLIENTS`)."""
     if client == "json":
-        return json.dumps({"mcpServers": {"qmem": entry.to_json()}}, indent=2, ensure_ascii=False)
+        document = entry.to_json()
+        document.pop("credentials")
+        return json.dumps({"mcpServers": {"qmem": document}}, indent=2, ensure_ascii=False)
     if client == "claude":
-        parts = ["claude", "mcp", "add", "qmem", "--scope", "user", "-e", f'{KEY_VARIABLE}="${KEY_VARIABLE}"']
-        if entry.pythonpath:
-            parts += ["-e", shlex.quote(f"PYTHONPATH={entry.pythonpath}")]
-        parts += ["--", shlex.quote(entry.command), *entry.args]
-        return "\n".join(_notes(entry, f"the shell fills in ${KEY_VARIABLE} from your environment when you run "
-                                       f"this") + [" ".join(parts)])
-    if client == "prime":
-        if entry.pythonpath:
-            # Prime's --env only maps variables (CHILD=SOURCE), so the path goes into the command itself.
-            bootstrap = (f"import runpy, sys; sys.path.insert(0, {json.dumps(entry.pythonpath)}); "
-                         f'runpy.run_module("qmem.mcp", run_name="__main__", alter_sys=True)')
-            command = [shlex.quote(entry.command), "-c", shlex.quote(bootstrap)]
-        else:
-            command = [shlex.quote(entry.command), *entry.args]
-        line = " ".join(["prime-agent", "mcp", "add", "qmem", "--env", f"{KEY_VARIABLE}={KEY_VARIABLE}", "--",
-                         *command])
-        return "\n".join(_notes(entry, f"Prime passes its own ${KEY_VARIABLE} to the server; in Prime the extension "
-                                       f"(python3 -m qmem.local install prime) is the better fit: it adds recall")
-                         + [line])
-    env_pairs = [(name, value) for name, value in entry.env.items()]
+        return _claude(entry)
     if client == "codex":
-        table = ", ".join(f"{name} = {_q(value)}" for name, value in env_pairs)
-        return "\n".join(_notes(entry, f"in ~/.codex/config.toml; replace {KEY_PLACEHOLDER} with your key") + [
-            "[mcp_servers.qmem]",
-            f"command = {_q(entry.command)}",
-            f"args = [{', '.join(_q(arg) for arg in entry.args)}]",
-            f"env = {{ {table} }}",
-        ])
+        return _codex(entry)
     if client == "hermes":
-        return "\n".join(_notes(entry, f"in $HERMES_HOME/config.yaml (default ~/.hermes); replace {KEY_PLACEHOLDER} "
-                                       f"with your key. `python3 -m qmem.local install hermes` installs the plugin "
-                                       f"instead") + [
-            "mcp_servers:",
-            "  qmem:",
-            f"    command: {_q(entry.command)}",
-            f"    args: [{', '.join(_q(arg) for arg in entry.args)}]",
-            "    env:",
-            *(f"      {name}: {_q(value)}" for name, value in env_pairs),
-        ])
+        return _hermes(entry)
+    if client == "prime":
+        return _prime(entry)
     raise ValueError(f"unknown MCP client {client!r}")

@@ -33,8 +33,8 @@ from .diagnostics import Warnings
 from .errors import ConfigError, InputError, QmemError
 from .hostcommands import HostUI, NoUI, config_command, local_command
 from .jsonlines import LONE_SURROGATE
-from .recall import Recall, current_project
-from .rules import machine_identity, rules_block
+from .recall import Recall
+from .rules import machine_identity, project_suggestion, rules_block
 from .runtime import Runtime
 from .store import TOOLS as GATEWAY_TOOLS
 from .store import ToolError
@@ -177,9 +177,11 @@ class PluginSession:
             return None
         if self._rules is None:
             try:
-                project = self.runtime.config.recall.project or current_project(self.cwd)
+                configured = self.runtime.config.recall.project
             except ConfigError:
-                project = current_project(self.cwd)
+                configured = None
+            home = (self.env.get("HOME") or "").strip()
+            project = project_suggestion(self.cwd, configured, Path(home) if home else None)
             self._rules = rules_block(project, *machine_identity(), memory_search=self.recall_offered(),
                                       skill=self.skill_hint)
         return self._rules

@@ -38,7 +38,8 @@ __all__ = ["ReadOnlyQdrant", "CollectionInfo", "ScoredPoint", "QdrantError"]
 
 
 class QdrantError(QmemError):
-    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout`` or ``parsing``."""
+    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout``, ``parsing`` or ``refused_key``
+    (a 401/403: the key is missing or wrong)."""
 
     category = "retrieval"
 
@@ -197,7 +198,8 @@ class ReadOnlyQdrant:
         if breaker is not None:
             breaker.success()
         if response.status >= 400:
-            raise QdrantError(_error_message(response))
+            raise QdrantError(_error_message(response),
+                              category="refused_key" if response.status in (401, 403) else "retrieval")
         return response
 
     @staticmethod

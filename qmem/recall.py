@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import RecallConfig
+from .config import RecallConfig, credential_variable
 from .diagnostics import SENTENCES
 from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import InputError, QmemError
@@ -77,6 +77,10 @@ LANES = ("project", "host")
 MAX_PROMPT_CHARS = 2_000
 MEMORY_SEARCH_MAX_LIMIT = 10
 CACHE_ENTRIES = 64
+
+#: RecallError categories of a refused key -> the credential role, and how a message names the service.
+_KEY_ROLES = {"qdrant_key": "qdrant", "embedding_key": "embedding"}
+_KEY_SERVICES = {"qdrant": "Qdrant", "embedding": "the embeddings service"}
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _MAX_FIELD = 256
@@ -322,6 +326,9 @@ class Recall:
                              if is_eligible(p.payload, host=host, project=self.settings.project, lane=lane)]
             budget()
         except (QdrantError, EmbeddingError) as exc:
+            if exc.category == "refused_key":  # which service refused: memory_search names its variable
+                raise RecallError(exc.message, category="qdrant_key" if isinstance(exc, QdrantError)
+                                  else "embedding_key") from None
             raise RecallError(exc.message, category=exc.category) from None
         return unique_excerpts(excerpts)[:limit]
 
@@ -392,6 +399,17 @@ class Recall:
                 self._cache.popitem(last=False)
         return block
 
+    def _refused_key_message(self, role: str) -> str:
+        """What memory_search says when a service refused (401/403): which variable, set or not;
+        never its value nor the endpoint (``doctor`` shows those)."""
+        service, variable = _KEY_SERVICES[role], credential_variable(role)
+        if self.services.credential(role) is None:
+            return (f"memory_search is unavailable: {service} wants an API key and {variable} is not set in this "
+                    f"process's environment (an MCP client passes only the variables its server entry names: "
+                    f"`python3 -m qmem.local mcp-config` prints one).")
+        return (f"memory_search is unavailable: {service} refused the key in {variable}; "
+                f"`python3 -m qmem.local doctor` checks it.")
+
     def memory_search(self, args: Mapping[str, Any], *, cancel: threading.Event | None = None) -> dict[str, Any]:
         """The ``memory_search`` tool: ``query`` and a bounded ``limit``; anything else is ignored.
 
@@ -413,6 +431,8 @@ class Recall:
             excerpts = self.search(query, limit=limit, cancel=cancel)
             block = render_block(excerpts, max_chars=self.settings.config.max_chars)
         except RecallError as exc:
+            if exc.category in _KEY_ROLES:
+                raise RecallError(self._refused_key_message(_KEY_ROLES[exc.category]), category="credential") from None
             category = exc.category if exc.category in SENTENCES else "retrieval"
             raise RecallError(SENTENCES[category], category=category) from None
         details = {"qmem": 1, "recall": [{"id": e.id, "lane": e.lane, "score": e.score} for e in excerpts]}

@@ -4,16 +4,21 @@
 Memory Gateway, Qdrant (one curated point for ``host=pi`` and one for ``host=prime``, same
 text) and embeddings server, all on 127.0.0.1; a project directory (``work/e2eproj`` with a
 ``.git``); and the host's agent directory (``AGENT_DIR``) whose ``models.json`` names the
-fake LLM as provider ``fake``.  The host itself is run by the subclass.
+fake LLM as provider ``fake``.  :meth:`~AgentHostTestCase.install` installs qmem the README's
+way (``python3 -m qmem.local install HOST``, a link; ``--copy`` on request).  The host itself
+is run by the subclass.
 
 :func:`script` is what the fake LLM answers: ``STORE <text>`` → a ``qmem_store`` call; after a
-tool result → ``done: <result>``; anything else → a greeting.
+tool result → ``done: <result>``; a session that began with ``EVERY TOOL`` → each of
+:data:`EVERY_TOOL_STEPS` in turn; anything else → a greeting.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -29,6 +34,11 @@ BLOCK = '<memory-context trust="untrusted">'
 RECALLED = "Blue green deploys of e2eproj happen on Tuesdays after the canary"
 QMEM_TOOLS = {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get", "memory_search"}
 GREETING = "hello from the fake llm"
+EVERY_TOOL = "EVERY TOOL"  # a prompt that makes the fake LLM call each of these, in turn
+EVERY_TOOL_STEPS = [("qmem_store", {"text": "Stored by every tool", "project_id": "e2eproj", "kind": "fact"}),
+                    ("qmem_search", {"query": "stored by every tool"}), ("qmem_meta", {}),
+                    ("memory_search", {"query": "blue green deploys"})]
+EVERY_DONE = "every tool answered"
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -37,7 +47,16 @@ def prompt_of(body: dict[str, Any]) -> str:
     return next((text for text in user if not text.startswith(BLOCK)), "")
 
 
+def first_prompt(body: dict[str, Any]) -> str:
+    """The session's first user words (recall blocks left out)."""
+    user = (text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user")
+    return next((text for text in user if not text.startswith(BLOCK)), "")
+
+
 def script(body: dict[str, Any]) -> Reply:
+    if first_prompt(body).startswith(EVERY_TOOL):  # one tool after the other, then a last word
+        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+        return Reply(tool_calls=[EVERY_TOOL_STEPS[done]]) if done < len(EVERY_TOOL_STEPS) else Reply(text=EVERY_DONE)
     tool_results = [m for m in after_last_assistant(body) if m.get("role") == "tool"]
     if tool_results:
         return Reply(text="done: " + text_of(tool_results[-1].get("content"))[:200])
@@ -47,18 +66,53 @@ def script(body: dict[str, Any]) -> Reply:
     return Reply(text=GREETING)
 
 
+def tool_results(session: Path) -> dict[str, tuple[bool, str]]:
+    """Each tool's result in a session file: (isError, its text)."""
+    results = {}
+    for line in session.read_text().splitlines():
+        message = json.loads(line).get("message") or {}
+        if message.get("role") == "toolResult":
+            results[message.get("toolName")] = (message.get("isError") is True, text_of(message.get("content")))
+    return results
+
+
 def recall_blocks(request: dict[str, Any]) -> list[str]:
     """Recall messages in one LLM request (the system prompt mentions the tag too, as a rule)."""
     return [text_of(m.get("content")) for m in request["messages"]
             if m.get("role") == "user" and text_of(m.get("content")).startswith(BLOCK)]
 
 
-def ignore_caches(directory: str, names: list[str]) -> list[str]:
-    return [name for name in names if name == "__pycache__"]
+def make_clone(destination: Path, *, commit: bool = False) -> Path:
+    """A clone of this repository as a host's installer sees it: the root ``package.json`` and the
+    ``qmem`` folder of the working tree (caches left out); ``commit``: a git work tree with one commit."""
+    destination.mkdir(parents=True)
+    shutil.copy2(REPO / "package.json", destination / "package.json")
+    shutil.copytree(REPO / "qmem", destination / "qmem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if commit:
+        git = ["git", "-C", str(destination), "-c", "user.name=qmem tests", "-c", "user.email=tests@qmem.invalid"]
+        env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "qmem"]):
+            subprocess.run([*git, *args], check=True, capture_output=True, env=env, timeout=60)
+    return destination
+
+
+def recording_python(directory: Path, python: Path | str) -> Path:
+    """A QMEM_PYTHON that writes its working directory and environment to ``bridge-start.json``, then
+    runs ``python`` with its arguments: what the shim starts the bridge with."""
+    path = directory / "recording-python"
+    record = directory / "bridge-start.json"
+    path.write_text(f"#!{python}\nimport json, os, sys\n"
+                    f"json.dump({{'cwd': os.getcwd(), 'env': dict(os.environ), 'argv': sys.argv[1:]}}, "
+                    f"open({str(record)!r}, 'w'))\n"
+                    f"os.execv({str(python)!r}, [{str(python)!r}, *sys.argv[1:]])\n")
+    path.chmod(0o755)
+    return path
 
 
 class AgentHostTestCase(unittest.TestCase):
+    HOST = "pi"  # what `qmem.local install` is given
     AGENT_DIR = ".pi/agent"  # relative to HOME
+    AGENT_VARIABLE = "PI_CODING_AGENT_DIR"  # what moves it
 
     def script(self, body: dict[str, Any]) -> Reply:
         return script(body)
@@ -109,8 +163,17 @@ class AgentHostTestCase(unittest.TestCase):
                                   "dimension": DIM, "timeoutMs": 5000}
         path.write_text(json.dumps(document))
 
-    def install(self, agent: Path | None = None) -> Path:
-        """Copy this repository's ``qmem`` folder into the agent directory's extensions, as a user would."""
+    def install(self, agent: Path | None = None, *, copy: bool = False) -> Path:
+        """Install qmem as the README says: ``python3 -m qmem.local install HOST`` from the clone (a link into
+        this checkout; ``copy``: ``--copy``), into ``agent`` (moved by the host's variable) or the default."""
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}
+        if agent is not None and agent != self.agent:
+            env[self.AGENT_VARIABLE] = str(agent)
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "install", self.HOST, *(["--copy"] if copy else [])],
+                              cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError(f"install {self.HOST} failed: {proc.stderr}")
         target = (agent or self.agent) / "extensions" / "qmem"
-        shutil.copytree(REPO / "qmem", target, ignore=ignore_caches)
+        if copy != (not target.is_symlink()):
+            raise AssertionError(f"install {self.HOST} made {'a link' if target.is_symlink() else 'a copy'}")
         return target

@@ -59,8 +59,10 @@ PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host", "tests.test
 PRIME = Host(f"prime-agent-{PRIME_VERSION}", "QMEM_TEST_PRIME", ("tests.test_prime_host",))
 PRIME_KERNEL = Host(f"prime-kernel-{PRIME_VERSION}", "QMEM_TEST_PRIME_KERNEL",
                     ("tests.test_prime_host.PrimeKernelTests",))
-MCP = Host("mcp-venv", "QMEM_TEST_MCP_PYTHON", ("tests.test_mcp",))
-HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes", "tests.test_hermes_host"))
+MCP = Host("mcp-venv", "QMEM_TEST_MCP_PYTHON", ("tests.test_mcp", "tests.test_shadowing.McpEntryTests"))
+HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes", "tests.test_hermes_host",
+                                                         "tests.test_hermes_installer",
+                                                         "tests.test_shadowing.HermesEntryTests"))
 REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, HERMES)
 
 

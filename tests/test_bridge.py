@@ -7,7 +7,6 @@ import sys
 import threading
 import unittest
 
-from qmem.bridge import identify_host
 from qmem.recall import RECALL_CUSTOM_TYPE
 
 from .fakes import Fault, refused_url
@@ -57,23 +56,6 @@ class BridgeProcess:
         self.proc.wait(timeout=30)
         self.proc.stdout.close()
         self.proc.stderr.close()
-
-
-class IdentifyHostTests(unittest.TestCase):
-    def test_table(self):
-        cases = [
-            (["/home/u/.pi/agent/extensions/qmem"], {}, "pi"),
-            (["/home/u/.prime/agent/extensions/qmem"], {}, "prime"),
-            (["/x/custom/extensions/qmem"], {"PRIME_AGENT_CODING_AGENT_DIR": "/x/custom"}, "prime"),
-            (["/y/agentdir/extensions/qmem"], {"PI_CODING_AGENT_DIR": "/y/agentdir"}, "pi"),
-            (["/src/qmem"], {"PI_CODING_AGENT": "true"}, "pi"),
-            (["/src/qmem"], {}, None),
-            (["/home/u/.pi/agent/extensions/qmem", "/home/u/.prime/agent/extensions/qmem"], {}, None),
-            (["/src/qmem"], {"PI_CODING_AGENT": "true", "PRIME_AGENT_CODING_AGENT_DIR": "/elsewhere"}, None),
-        ]
-        for dirs, env, expected in cases:
-            with self.subTest(dirs=dirs, env=env):
-                self.assertEqual(identify_host(dirs, env), expected)
 
 
 class BridgeTests(GatewayTestCase):

@@ -192,6 +192,22 @@ class RecallDoctorTests(DoctorTestCase):
         self.assertIn("Qdrant refused the API key", problems)
         self.assertIn("the embeddings service refused the key", problems)
 
+    def test_an_installed_host_that_would_not_be_identified_is_a_problem_with_recall(self):
+        """pi's agent directory inside Prime's: both hosts' paths claim the folder, so recall would be off."""
+        env = dict(self.env, PI_CODING_AGENT_DIR=str(self.home / ".prime" / "agent" / "pi"))
+        self.assertEqual(self.run_module("qmem.local", "install", "pi", env=env).code, 0)
+        self.configure()
+        document = self.report(env=env, code=0)  # recall not configured: nothing would be lost
+        self.assertIsNone(document["hosts"]["pi"]["identified_as"])
+        self.configure_recall()
+        problems = self.report(env=env, code=1)["problems"]
+        self.assertEqual(problems, [f"pi: qmem from {self.home / '.prime/agent/pi/extensions/qmem'} would run with "
+                                    "recall configured but could not tell which host loads it (the paths point at both "
+                                    "pi's and Prime's agent directories): automatic recall and memory_search would "
+                                    "be off"])
+        self.assertIn("runs as ✗ unknown host", self.doctor(env=env, code=1).stdout)
+        self.assertEqual(self.report(code=0)["hosts"]["pi"]["kind"], "absent")  # the default pi directory: fine
+
     def test_recall_switched_off_is_a_warning_and_nothing_is_sent(self):
         self.configure_recall(enabled=False)
         document = self.report(code=0)
@@ -215,6 +231,55 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual((hermes["kind"], hermes["enabled"]), ("copy", True))
         self.assertTrue(hermes["version"].startswith("0.0.9+"))
         self.assertIn("hermes has qmem 0.0.9+", " ".join(document["warnings"]))
+
+    def test_each_installed_host_says_as_whom_qmem_would_run(self):
+        for host in ("pi", "prime"):
+            self.assertEqual(self.run_module("qmem.local", "install", host).code, 0)
+        document = self.report(code=0)
+        self.assertEqual((document["hosts"]["pi"]["identified_as"], document["hosts"]["prime"]["identified_as"]),
+                         ("pi", "prime"))
+        text = self.doctor(code=0).stdout
+        self.assertIn(f"pi: link → {REPO / 'qmem'} (qmem ", text)
+        self.assertIn(", this one), runs as pi · prime: link", text)
+        self.assertIn("runs as prime · hermes: not installed", text)
+
+    def test_packages_of_the_hosts_own_installers(self):
+        clone = self.home / "src" / "qmem-clone"
+        shutil.copytree(REPO / "qmem", clone / "qmem", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(REPO / "package.json", clone / "package.json")
+        agent = self.home / ".pi" / "agent"
+        agent.mkdir(parents=True)
+        git = agent / "git" / "github.com" / "example" / "qmem"
+        shutil.copytree(clone, git)
+        (agent / "settings.json").write_text(json.dumps({"packages": [
+            "../../src/qmem-clone", {"source": "git:github.com/example/qmem@v1"}, "npm:other", "../../nothing-here"]}))
+        pi = self.report(code=0)["hosts"]["pi"]
+        self.assertEqual(pi["kind"], "absent")
+        self.assertEqual([(p["source"], p["path"], p["identified_as"]) for p in pi["packages"]],
+                         [("../../src/qmem-clone", str(clone), "pi"), ("git:github.com/example/qmem@v1", str(git), "pi")])
+        self.assertIn("pi install ../../src/qmem-clone (qmem ", self.doctor(code=0).stdout)
+        (clone / "qmem" / "bridge.py").unlink()
+        problems = self.report(code=1)["problems"]
+        self.assertEqual(problems, ["pi: pi cannot load the package ../../src/qmem-clone: bridge.py missing or "
+                                    "unreadable"])
+
+    def test_what_stops_an_installed_host_is_a_problem(self):
+        self.assertEqual(self.run_module("qmem.local", "install", "pi", "--copy").code, 0)
+        copy = self.home / ".pi" / "agent" / "extensions" / "qmem"
+        (copy / "tools.json").unlink()
+        self.assertIn(f"pi: pi cannot load {copy}: tools.json missing or unreadable", self.report(code=1)["problems"])
+        self.assertEqual(self.run_module("qmem.local", "uninstall", "pi").code, 0)
+        self.assertEqual(self.run_module("qmem.local", "install", "pi").code, 0)
+        env = dict(self.env, QMEM_PYTHON=str(self.home / "no-python"))
+        self.assertIn(f"pi: QMEM_PYTHON={self.home / 'no-python'} is not an executable: the bridge cannot start",
+                      self.report(env=env, code=1)["problems"])
+        hermes_home = self.home / "hh"
+        env = dict(self.env, HERMES_HOME=str(hermes_home))
+        self.assertEqual(self.run_module("qmem.local", "install", "hermes", env=env).code, 0)
+        (hermes_home / "config.yaml").write_text("plugins:\n  enabled: []\n  disabled: [qmem]\n")
+        self.assertIn("hermes: qmem is installed but not in plugins.enabled, so Hermes does not load it: "
+                      "`python3 -m qmem.local install hermes` enables it", self.report(env=env, code=1)["problems"])
+        self.assertIn("hermes: link → ", self.doctor(env=env, code=1).stdout)
 
     def test_a_broken_link_is_a_problem(self):
         extensions = self.home / ".pi" / "agent" / "extensions"

@@ -32,7 +32,15 @@ class VersionTests(unittest.TestCase):
         self.assertRegex(version, r"^\d+\.\d+\.\d+")
         self.assertEqual(re.search(r'^version\s*=\s*"([^"]+)"', _pyproject(), re.M).group(1), version)
         self.assertEqual(json.loads((REPO / "qmem" / "package.json").read_text())["version"], version)
+        self.assertEqual(json.loads((REPO / "package.json").read_text())["version"], version)
         self.assertRegex((REPO / "qmem" / "plugin.yaml").read_text(), rf'(?m)^version: "{re.escape(version)}"$')
+
+    def test_the_root_manifest_is_for_pi_install_only(self):
+        """`pi install <clone>` / `git:` read it; npm runs a git install's lifecycle scripts, so it has none."""
+        manifest = json.loads((REPO / "package.json").read_text())
+        self.assertEqual(manifest["pi"], {"extensions": ["qmem/index.js"], "skills": ["qmem/skills"]})
+        self.assertTrue(manifest["private"])
+        self.assertEqual(set(manifest) - {"name", "version", "private", "description", "license", "pi"}, set())
 
     def test_the_init_file_stays_short_for_hermes(self):
         self.assertLess(len((REPO / "qmem" / "__init__.py").read_bytes()), 8192)

@@ -64,7 +64,8 @@ class InstallTests(TempHomeTestCase):
         self.assertFalse((copy / "retired_module.py").exists())
         self.assertEqual(self.cli("uninstall", "pi").code, 0)
         self.assertFalse(copy.exists())
-        self.assertEqual(sorted(os.listdir(self.extensions("pi"))), [])  # no staging folders left behind
+        # install made ~/.pi/agent/extensions, so uninstall removes it: only an empty one can be (no staging left)
+        self.assertFalse((self.home / ".pi").exists())
 
     def test_what_is_not_qmem_is_never_replaced_or_removed(self):
         extensions = self.extensions("pi")
@@ -129,8 +130,38 @@ class InstallTests(TempHomeTestCase):
         self.assertEqual(config.read_text(), "plugins:\n  enabled:\n    - qmem\n")
         self.assertEqual(oct(config.stat().st_mode & 0o777), "0o600")
         self.assertIn("created", result.stdout)
+        removed = self.cli("uninstall", "hermes")
+        self.assertIn(f"removed {config} (install created it and it held nothing else)", removed.stdout)
+        self.assertFalse((self.home / ".hermes").exists())  # the config, the plugins directory, ~/.hermes: all install's
+        # A config that holds something else since install made it is kept, with qmem taken out.
+        self.cli("install", "hermes")
+        config.write_text(config.read_text() + "model:\n  default: mine\n")
         self.cli("uninstall", "hermes")
-        self.assertEqual(config.read_text(), "plugins:\n  enabled: []\n")
+        self.assertEqual(config.read_text(), "plugins:\n  enabled: []\nmodel:\n  default: mine\n")
+        self.assertFalse((self.home / ".hermes" / "plugins").exists())
+        self.assertEqual(sorted(os.listdir(self.home / "")), [".hermes", ".local"])  # .local: qmem's record
+
+    def test_uninstall_removes_only_what_install_created(self):
+        (self.home / ".pi" / "agent").mkdir(parents=True)  # pi has run here: its agent directory is the user's
+        self.cli("install", "pi")
+        self.cli("install", "prime")
+        record = json.loads((self.home / ".local" / "share" / "qmem" / "installed.json").read_text())
+        self.assertEqual(record["hosts"]["pi"]["directories"], [str(self.extensions("pi"))])
+        self.assertEqual(record["hosts"]["prime"]["directories"],
+                         [str(self.home / ".prime"), str(self.home / ".prime" / "agent"), str(self.extensions("prime"))])
+        (self.home / ".prime" / "agent" / "settings.json").write_text("{}")  # Prime ran meanwhile
+        self.cli("uninstall", "pi")
+        removed = self.cli("uninstall", "prime")
+        self.assertIn(f"removed {self.extensions('prime')} (install created it; it was empty)", removed.stdout)
+        self.assertEqual(sorted(os.listdir(self.home / ".pi" / "agent")), [])  # kept: it was there before
+        self.assertEqual(sorted(os.listdir(self.home / ".prime" / "agent")), ["settings.json"])
+        self.assertFalse((self.home / ".local" / "share" / "qmem" / "installed.json").exists())  # nothing left to do
+        # A directory that holds something else is never removed, and a record never reaches another location.
+        self.cli("install", "pi", env=dict(self.env, PI_CODING_AGENT_DIR=str(self.home / "elsewhere")))
+        (self.home / "elsewhere" / "extensions" / "mine.js").write_text("// the user's own extension\n")
+        self.cli("uninstall", "pi")  # the default location: nothing of the record is there
+        self.cli("uninstall", "pi", env=dict(self.env, PI_CODING_AGENT_DIR=str(self.home / "elsewhere")))
+        self.assertEqual(os.listdir(self.home / "elsewhere" / "extensions"), ["mine.js"])
 
     def test_a_hermes_config_too_odd_to_edit_gets_the_command_instead(self):
         config = self.home / "hh" / "config.yaml"

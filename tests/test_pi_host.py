@@ -1,4 +1,8 @@
-"""End to end with the real pi: the qmem folder in the extensions directory, fake services.
+"""End to end with the real pi: qmem installed as the README says, fake services.
+
+``python3 -m qmem.local install pi`` (a link into this checkout) for most tests, ``pi install
+<clone>`` and ``pi install git:…`` (pi's own installer, through the root ``package.json``) for
+two; the copy install is in ``tests/test_pi_shim.py``.
 
 pi runs in print mode (``pi -p … < /dev/null``) with a throwaway HOME, a custom provider
 pointing at a scripted fake LLM on 127.0.0.1, and qmem configured against fake gateway,
@@ -7,6 +11,7 @@ session file, pi's stderr and the fakes' state.
 """
 
 import json
+import os
 import subprocess
 import sys
 import unittest
@@ -15,7 +20,11 @@ import uuid
 from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
-from .hostbench import GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, recall_blocks
+from .hostbench import (
+    EVERY_DONE, EVERY_TOOL, EVERY_TOOL_STEPS, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, recall_blocks,
+    tool_results,
+)
+from .shadowing import clean_python, make_shadow_project, markers
 from .hosts import pi_executable
 
 
@@ -83,33 +92,21 @@ class PiHostTests(AgentHostTestCase):
             [record] = index.find("gateway away").records
             self.assertEqual(record.state, "pending")
 
-    def prime_session(self, depth):
-        """A Prime-style session file (Prime's header carries rlmDepth), and its folder under ~/.prime/agent."""
-        extension = self.install(self.home / ".prime" / "agent")
+    def test_pi_running_primes_folder_is_ambiguous_and_gets_no_recall(self):
+        """pi loading the folder `install prime` made, on a Prime-style session: the facts disagree, so recall is off."""
+        prime = self.install(self.home / ".prime" / "agent")  # made by `install pi` with the agent dir moved there
         header = {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": "2026-11-29T10:00:00.000Z",
-                  "cwd": str(self.work)}
-        if depth is not None:
-            header["rlmDepth"] = depth
+                  "cwd": str(self.work), "rlmDepth": 0}
         session = self.home / "prime-session.jsonl"
         session.write_text(json.dumps(header) + "\n")
-        return ["-e", str(extension / "index.js"), "--session", str(session)]
-
-    def test_prime_subagent_gets_no_recall_but_keeps_the_tool(self):
-        proc = self.run_pi("hello", *self.prime_session(depth=1))
+        proc = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"), "--session",
+                           str(session))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         [request] = self.llm.chat_requests
         self.assertEqual(self.blocks(request), 0)
-        self.assertIn("memory_search", {tool["function"]["name"] for tool in request["tools"]})
+        offered = {tool["function"]["name"] for tool in request["tools"]}
+        self.assertEqual(offered & QMEM_TOOLS, QMEM_TOOLS - {"memory_search"})  # no lane: no curated search
         self.assertEqual(self.embeddings.inputs, [])
-
-    def test_prime_root_session_recalls_prime_memories(self):
-        proc = self.run_pi("how do blue green deploys work here", *self.prime_session(depth=0))
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        [request] = self.llm.chat_requests
-        self.assertEqual(self.blocks(request), 1)
-        text = json.dumps(request)
-        self.assertIn("(prime)", text)
-        self.assertNotIn("(pi)", text)
 
     def test_pi_still_answers_without_python(self):
         self.install()
@@ -131,6 +128,69 @@ class PiHostTests(AgentHostTestCase):
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertIn(GREETING, proc.stdout)
                 self.assertEqual(proc.stderr.count("memory bridge stopped"), 1)
+
+    def assertRecallsAsPi(self, proc):
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        [request] = self.llm.chat_requests
+        self.assertTrue(QMEM_TOOLS <= {tool["function"]["name"] for tool in request["tools"]})
+        [recalled] = recall_blocks(request)
+        self.assertIn(f"{RECALLED} (pi)", recalled)
+        self.assertNotIn("(prime)", recalled)
+        self.assertNotIn("Failed to load", proc.stderr)
+
+    def test_pi_install_of_a_clone(self):
+        """pi's own installer: `pi install <clone>` reads the root package.json's pi manifest (nothing is copied)."""
+        clone = make_clone(self.home / "src" / "qmem")
+        proc = subprocess.run([str(self.pi), "install", str(clone)], cwd=self.work, env=self.env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        settings = json.loads((self.agent / "settings.json").read_text())
+        self.assertEqual(settings["packages"], [os.path.relpath(clone, self.agent)])
+        self.assertFalse((self.agent / "extensions").exists())
+        self.assertRecallsAsPi(self.run_pi("how do blue green deploys work here"))
+
+    def test_pi_install_from_git(self):
+        """`pi install git:github.com/…`, offline: git's insteadOf sends the URL to a local bare repository."""
+        clone = make_clone(self.home / "src" / "qmem", commit=True)
+        bare = self.home / "bare" / "qmem.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(clone), str(bare)], check=True, capture_output=True,
+                       timeout=60)
+        (self.home / ".gitconfig").write_text(f'[url "file://{bare}"]\n\tinsteadOf = https://github.com/example/qmem\n')
+        env = dict(self.env, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", npm_config_offline="true",
+                   npm_config_audit="false", npm_config_fund="false", npm_config_update_notifier="false")
+        proc = subprocess.run([str(self.pi), "install", "git:github.com/example/qmem"], cwd=self.work, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        installed = self.agent / "git" / "github.com" / "example" / "qmem"
+        self.assertTrue((installed / "qmem" / "index.js").is_file())
+        self.assertEqual(json.loads((self.agent / "settings.json").read_text())["packages"],
+                         ["git:github.com/example/qmem"])
+        self.assertRecallsAsPi(self.run_pi("how do blue green deploys work here"))
+
+    def test_nothing_from_the_project_is_imported(self):
+        """The session's directory holds json.py, uuid.py… and a qmem package: the bridge imports none, on 3.11+ and 3.10."""
+        self.install()
+        imported = self.home / "markers"
+        make_shadow_project(self.work, imported)
+        for label, wanted in (("3.11+", {"minimum": (3, 11)}), ("3.10", {"exactly": (3, 10)})):
+            python, reason = clean_python(**wanted)
+            if python is None:
+                self.skipTest(reason)
+            with self.subTest(python=label):
+                for old in self.sessions():
+                    old.unlink()
+                before = len(self.llm.chat_requests)
+                proc = self.run_pi(EVERY_TOOL, env=dict(self.env, QMEM_PYTHON=str(python)))
+                self.assertEqual(markers(imported), {})
+                self.assertIn(EVERY_DONE, proc.stdout)
+                [session] = self.sessions()
+                results = tool_results(session)
+                self.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
+                for name, (failed, text) in results.items():
+                    self.assertFalse(failed, f"{name}: {text}")
+                self.assertIn(f"{RECALLED} (pi)", results["memory_search"][1])
+                for request in self.llm.chat_requests[before:]:
+                    self.assertEqual(self.blocks(request), 1)
 
     def test_local_command_in_print_mode(self):
         self.install()

@@ -40,8 +40,12 @@ from typing import Any
 
 from .fakes import refused_url
 from .fakes.llm import Reply, after_last_assistant, text_of
-from .hostbench import GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, prompt_of, recall_blocks, script
+from .hostbench import (
+    EVERY_DONE, EVERY_TOOL, EVERY_TOOL_STEPS, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, prompt_of,
+    recall_blocks, recording_python, script, tool_results,
+)
 from .hosts import prime_executable, prime_kernel_python
+from .shadowing import clean_python, make_shadow_project, markers
 from .support import REPO
 
 BRIDGE_STOPPED = "the memory bridge stopped"
@@ -166,7 +170,9 @@ def is_notify(event: dict[str, Any]) -> bool:
 # --- the bench -----------------------------------------------------------------------------
 
 class PrimeHostTestCase(AgentHostTestCase):
+    HOST = "prime"
     AGENT_DIR = ".prime/agent"
+    AGENT_VARIABLE = "PRIME_AGENT_CODING_AGENT_DIR"
 
     @classmethod
     def setUpClass(cls):
@@ -301,7 +307,7 @@ class PrimeHostTests(PrimeHostTestCase):
     def test_agent_directory_from_the_environment(self):
         agent = self.home / "elsewhere" / "prime-agent"  # no ".prime" in the path: only the variable says Prime
         self.write_models(agent)
-        self.install(agent)
+        self.install(agent, copy=True)  # the one copy: every other test runs the link `install prime` makes
         env = dict(self.env, PRIME_AGENT_CODING_AGENT_DIR=str(agent))
         self.run_prime("how do blue green deploys work here", env=env)
         [request] = self.llm.chat_requests
@@ -345,6 +351,60 @@ class PrimeHostTests(PrimeHostTestCase):
         proc = self.run_prime("/qmem:local status")
         self.assertEqual(proc.stdout.strip(), "")
         self.assertEqual(self.llm.chat_requests, [])  # a command is not a prompt: no LLM call
+
+
+class PrimeInstallTests(PrimeHostTestCase):
+    """The README's `install prime` (a link) over RPC, Prime's own installer, and a project full of shadows."""
+
+    def test_an_rpc_session_gets_one_block_per_request(self):
+        self.install()
+        session = self.rpc()
+        session.prompt("STORE Recalled over RPC")
+        session.prompt("how do blue green deploys work here")
+        session.close()
+        requests = self.llm.chat_requests
+        self.assertEqual(len(requests), 3)  # the store's tool call and its answer, then the question
+        for request in requests:
+            self.assertRecalledOnce(request)
+        self.assertEqual(self.gateway.count_by_text(), {"Recalled over RPC": 1})
+
+    def test_prime_package_install_of_a_clone(self):
+        """`prime-agent package install <clone>`: no path says Prime, the process and the header do."""
+        clone = make_clone(self.home / "src" / "qmem")
+        added = subprocess.run([str(self.prime.prime), "package", "install", str(clone)], cwd=self.work, env=self.env,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertEqual(added.returncode, 0, added.stderr)
+        self.assertEqual(json.loads((self.agent / "settings.json").read_text())["packages"],
+                         [os.path.relpath(clone, self.agent)])
+        self.run_prime("how do blue green deploys work here")
+        [request] = self.llm.chat_requests
+        self.assertTrue(QMEM_TOOLS <= {tool["function"]["name"] for tool in request["tools"]})
+        self.assertRecalledOnce(request)
+
+    def test_nothing_from_the_project_is_imported(self):
+        """Prime's worker runs in the session's directory, which holds json.py, uuid.py… and a qmem package."""
+        self.install()
+        imported = self.home / "markers"
+        make_shadow_project(self.work, imported)
+        python, reason = clean_python(exactly=(3, 10))
+        python = python or clean_python()[0]
+        if python is None:
+            self.skipTest(reason)
+        env = dict(self.env, QMEM_PYTHON=str(recording_python(self.home, python)))
+        proc = self.run_prime(EVERY_TOOL, env=env)
+        self.assertEqual(markers(imported), {})
+        self.assertIn(EVERY_DONE, proc.stdout)
+        [session] = self.sessions()
+        results = tool_results(session)
+        self.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
+        for name, (failed, text) in results.items():
+            self.assertFalse(failed, f"{name}: {text}")
+        self.assertIn(f"{RECALLED} (prime)", results["memory_search"][1])
+        for request in self.llm.chat_requests:
+            self.assertRecalledOnce(request)
+        started = json.loads((self.home / "bridge-start.json").read_text())
+        self.assertEqual(started["cwd"], str(REPO))
+        self.assertEqual([name for name in started["env"] if name.startswith("PRIME_AGENT_INTERNAL")], [])
 
 
 class PrimeWithoutPythonTests(PrimeHostTestCase):
@@ -410,6 +470,18 @@ print("children:", [(child.session_name, child.status) for child in children])
 """
 
 
+# The parent's cell for qmem as Prime's MCP server: each tool in turn, its answer or its error printed.
+MCP_CELL = """import json
+for name, arguments in [("qmem_store", {"text": "Stored through Prime's MCP client", "project_id": "e2eproj"}),
+                        ("qmem_search", {"query": "stored through prime"}), ("qmem_meta", {}),
+                        ("memory_search", {"query": "blue green deploys"})]:
+    try:
+        print(name, "ANSWERED", json.dumps(await mcp.call_tool("qmem", name, arguments), default=str))
+    except Exception as exc:
+        print(name, "FAILED", exc)
+"""
+
+
 def is_child_request(body: dict[str, Any]) -> bool:
     first = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
     return text_of(first.get("content")).startswith(TASK_PREFIX)
@@ -428,9 +500,8 @@ def kernel_script(body: dict[str, Any]) -> Reply:
     results = [m for m in after_last_assistant(body) if m.get("role") == "tool"]
     if prompt_of(body).startswith("SPAWN") and not results:
         return Reply(tool_calls=[("ipython", {"code": SPAWN_CELL})])
-    if prompt_of(body).startswith("MCP STORE ") and not results:
-        arguments = {"text": prompt_of(body)[10:], "project_id": "e2eproj", "kind": "fact"}
-        return Reply(tool_calls=[("ipython", {"code": f"print(await mcp.call_tool('qmem', 'qmem_store', {arguments!r}))"})])
+    if prompt_of(body).startswith("MCP EVERY TOOL") and not results:
+        return Reply(tool_calls=[("ipython", {"code": MCP_CELL})])
     return script(body)
 
 
@@ -452,9 +523,13 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.env["PRIME_AGENT_KERNEL_PYTHON"] = str(self.kernel)
 
     def test_subagent_gets_no_recall_but_memory_search_answers(self):
+        """On the README's install (a link), in an RPC session: the prompt's run, then the run of the child's notice."""
         self.install()
-        proc = self.run_prime("SPAWN a sub-agent")
-        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests), proc.stdout)
+        session = self.rpc()
+        session.prompt("SPAWN a sub-agent")
+        session.until(lambda e: e.get("type") == "agent_end")  # the parent's turn for the child's completion notice
+        session.close()
+        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests))
         [root] = self.sessions()
         [child] = self.child_sessions()
         self.assertEqual(header(root)["rlmDepth"], 0)
@@ -502,18 +577,30 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.run_prime_with(["-r", str(session), "-p", prompt])
 
     def test_qmem_as_an_mcp_server_of_prime(self):
-        """The form `prime-agent mcp add` accepts: a working directory instead of PYTHONPATH, the key by reference."""
-        added = subprocess.run([str(self.prime.prime), "mcp", "add", "qmem", "--cwd", str(REPO), "--env",
-                                "QMEM_GATEWAY_API_KEY=QMEM_GATEWAY_API_KEY", "--", sys.executable, "-m", "qmem.mcp"],
-                               cwd=self.work, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=RUN_TIMEOUT)
+        """The line `mcp-config prime` prints, run as printed; the kernel starts the server in the session's
+        directory, a project full of shadows; every tool answers and nothing of the project is imported."""
+        python = clean_python(exactly=(3, 10))[0] or clean_python()[0] or Path(sys.executable)
+        printed = subprocess.run([str(python), "-m", "qmem.local", "mcp-config", "prime"], cwd=REPO, env=self.env,
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(printed.returncode, 0, printed.stderr)
+        env = dict(self.env, PATH=f"{self.prime.prime.parent}{os.pathsep}{self.env['PATH']}")
+        added = subprocess.run(["bash", "-c", printed.stdout], cwd=self.work, env=env, stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=RUN_TIMEOUT)
         self.assertEqual(added.returncode, 0, added.stderr)
         entry = json.loads((self.agent / "settings.json").read_text())["mcpServers"]["qmem"]
-        self.assertEqual(entry["env"], {"QMEM_GATEWAY_API_KEY": {"env": "QMEM_GATEWAY_API_KEY"}})
-        proc = self.run_prime("MCP STORE Stored through Prime's MCP client")
+        self.assertEqual(entry["env"], {name: {"env": name} for name in ("QMEM_GATEWAY_API_KEY", "QMEM_QDRANT_API_KEY")})
+        imported = self.home / "markers"
+        make_shadow_project(self.work, imported)
+        proc = self.run_prime("MCP EVERY TOOL")
+        # Only qmem's server counts: Prime's own kernel (another interpreter) imports from there too.
+        self.assertEqual(markers(imported, by=python), {})
+        output = text_of([m for m in self.llm.chat_requests[-1]["messages"] if m.get("role") == "tool"][-1]["content"])
+        for name in ("qmem_store", "qmem_search", "qmem_meta", "memory_search"):
+            self.assertIn(f"{name} ANSWERED", output)
+        self.assertNotIn("FAILED", output)
+        self.assertIn('"recall": [{"id": "2"', output)  # point 2: the host=prime record
         self.assertIn("done: ", proc.stdout)
         self.assertEqual(self.gateway.count_by_text(), {"Stored through Prime's MCP client": 1})
-
 
 if __name__ == "__main__":
     unittest.main()

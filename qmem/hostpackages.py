@@ -1,0 +1,103 @@
+"""qmem installed by pi's or Prime's own installer (``pi install``, ``prime-agent package install``).
+
+Those installers write a *source* into ``<agent dir>/settings.json`` ``packages`` and load the
+package from there at every start: a local path (kept relative to the agent directory, the
+clone itself is used) or a git source (cloned to ``<agent dir>/git/<host>/<path>``).  The
+package's ``package.json`` ``pi`` manifest names its extensions; qmem's root manifest names
+``qmem/index.js``.  :func:`installed_packages` reads only — it lists each package whose
+manifest leads to a qmem folder, for ``doctor``.  npm sources and sources it cannot place are
+left out (qmem is not published on npm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+__all__ = ["Package", "installed_packages", "git_install_path"]
+
+_REF = re.compile(r"[@#][^/@#]*$")
+
+
+@dataclass(frozen=True)
+class Package:
+    """A settings ``packages`` entry that holds qmem."""
+
+    source: str  # as written in settings.json
+    root: Path  # the package directory the host reads
+    extension: Path  # the qmem folder its manifest names
+
+
+def git_install_path(agent_dir: Path, source: str) -> Path | None:
+    """Where the host clones a git ``source`` (``git:host/owner/repo[@ref]``, ``https://host/owner/repo``…)."""
+    text = source.strip()
+    prefixed = text.startswith("git:")
+    text = text[4:].strip() if prefixed else text
+    if "://" in text:
+        parts = urlsplit(text)
+        host, path = (parts.hostname or ""), parts.path
+    elif not prefixed:
+        return None
+    elif re.match(r"^[^/@]+@[^/:]+:", text):  # git@host:owner/repo
+        host, path = text.split("@", 1)[1].split(":", 1)
+    else:
+        host, _, path = text.partition("/")
+    path = _REF.sub("", path).strip("/")
+    path = path[:-4] if path.endswith(".git") else path
+    if not host or len(path.split("/")) < 2 or ".." in path.split("/"):
+        return None
+    return agent_dir / "git" / host / path
+
+
+def _manifest_extensions(root: Path) -> list[Path]:
+    try:
+        manifest = json.loads((root / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    pi = manifest.get("pi") if isinstance(manifest, dict) else None
+    entries = pi.get("extensions") if isinstance(pi, dict) else None
+    found = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, str) and entry and not any(ch in entry for ch in "*?[!"):
+            path = (root / entry).resolve() if not os.path.isabs(entry) else Path(entry)
+            found.append(path.parent if path.suffix in (".js", ".ts") else path)
+    return found
+
+
+def _qmem_extension(root: Path, is_qmem: Callable[[Path], object]) -> Path | None:
+    for folder in _manifest_extensions(root):
+        if is_qmem(folder):
+            return folder
+    return None
+
+
+def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callable[[Path], object]) -> list[Package]:
+    """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``is_qmem`` accepts."""
+    try:
+        settings = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    entries = settings.get("packages") if isinstance(settings, dict) else None
+    home = env.get("HOME") or str(Path.home())
+    found = []
+    for entry in entries if isinstance(entries, list) else []:
+        source = entry if isinstance(entry, str) else entry.get("source") if isinstance(entry, dict) else None
+        if not isinstance(source, str) or not source.strip() or source.startswith("npm:"):
+            continue
+        if source.startswith(("git:", "http://", "https://", "ssh://", "git://")):
+            root = git_install_path(agent_dir, source)
+        else:
+            local = source[2:] if source.startswith("~/") else source
+            root = Path(home) / local if source.startswith("~/") else agent_dir / local
+            root = Path(os.path.normpath(root))
+        if root is None or not root.is_dir():
+            continue
+        extension = _qmem_extension(root, is_qmem)
+        if extension is not None:
+            found.append(Package(source, root, extension))
+    return found
