@@ -209,9 +209,10 @@ def build_parser() -> CommandParser:
                                   "run install --copy again to update it)")
 
     mcp = command("mcp-config", "print a ready MCP server entry for a client",
-                  "Print the server entry that runs `python3 -m qmem.mcp` with this interpreter (its absolute "
-                  "path) and, unless qmem is installed in it, the PYTHONPATH that finds this qmem. The API key "
-                  "is a placeholder: its value is never printed.",
+                  "Print the server entry that runs qmem's MCP server with this interpreter (its absolute "
+                  "path), in a form that imports nothing from the client's working directory, and, unless qmem "
+                  "is installed in it, the PYTHONPATH that finds this qmem. The credential variables it needs "
+                  "are named as placeholders or references: their values are never printed.",
                   "python3 -m qmem.local mcp-config claude", "python3 -m qmem.local mcp-config codex >> "
                   "~/.codex/config.toml", "python3 -m qmem.local mcp-config json")
     mcp.add_argument("client", choices=MCP_CLIENTS,
