@@ -408,14 +408,28 @@ class LocalIndex(IndexFile):
             return {row[0]: (row[1], json.loads(row[2])) for row in rows}
 
     def record_import(self, file_key: str, file: ImportedFile, observations: Iterable[Observation],
-                      calls: Calls) -> dict[str, int]:
-        """Learn what a session file taught, and save how far it was read and the calls still
-        awaiting results, in one transaction; returns counts added / updated / unchanged."""
-        counts = {"added": 0, "updated": 0, "unchanged": 0}
+                      calls: Calls, queued: Iterable[Record] = ()) -> dict[str, int]:
+        """Learn what a session file taught, restore the writes it queued, and save how far it
+        was read and the calls still awaiting results — all in one transaction, so that a
+        failure anywhere (busy, disk full, Ctrl-C) leaves the file to be read again.
+
+        ``queued`` are outbox rows (as :meth:`add_queued` takes them); one whose key is already
+        known changes nothing.  Returns counts ``added`` / ``updated`` / ``unchanged`` (records
+        learned), ``queued`` (rows restored) and ``queued_failed`` (of those, kept as failed).
+        """
+        counts = {"added": 0, "updated": 0, "unchanged": 0, "queued": 0, "queued_failed": 0}
         now = utc_now()
+        queued = list(queued)
+        for row in queued:
+            if row.local_id is None or row.id != row.local_id:
+                raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
             for obs in observations:
                 counts[_learn_one(conn, obs, now)] += 1
+            for row in queued:
+                if _add_queued(conn, row)[1]:
+                    counts["queued"] += 1
+                    counts["queued_failed"] += row.state == "failed"
             conn.execute("DELETE FROM import_calls WHERE file_key = ?", (file_key,))
             conn.executemany(
                 "INSERT INTO import_calls (file_key, call_id, name, arguments) VALUES (?, ?, ?, ?)",
