@@ -38,7 +38,7 @@ from .errors import InputError, LocalIndexError
 from .indexfile import IndexFile
 from .indexrecord import (
     RECORD_COLUMNS, STATES, Observation, Outcome, Record, accepted_fields, content_hash, merge_observation,
-    observation_from_record, storable_observation, storable_text, this_machine, utc_now,
+    observation_from_record, storable_observation, storable_text, this_machine, utc_now, with_stored_times,
 )
 from .indexschema import APPLICATION_ID, SCHEMA_VERSION
 from .lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
@@ -106,9 +106,11 @@ class ImportedFile:
 #: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
 Calls = Mapping[str, tuple[str, dict[str, Any]]]
 
-#: The visibility rules of a default search, as SQL over ``records AS r``.
-_NOT_EXPIRED = ("(r.expires_at IS NULL OR julianday(r.expires_at) IS NULL "  # unparsable: not expired
-                "OR julianday(r.expires_at) > julianday('now'))")
+#: Whether a record's expiry has passed, as SQL over ``records AS r``: the one test behind
+#: find, meta and status.  Expiries are stored in one form that julianday() reads
+#: (:func:`qmem.indexrecord.stored_time`); one that is no time at all (NULL here) never passes.
+_EXPIRED = "julianday(r.expires_at) <= julianday('now')"
+_NOT_EXPIRED = f"({_EXPIRED}) IS NOT 1"
 
 
 class LocalIndex(IndexFile):
@@ -242,7 +244,7 @@ class LocalIndex(IndexFile):
                 "superseded": one("SELECT count(*) FROM records WHERE superseded_by IS NOT NULL"),
                 "private": one("SELECT count(*) FROM records WHERE private = 1"),
                 "deleted": one("SELECT count(*) FROM records WHERE deleted_at IS NOT NULL"),
-                "expired": one("SELECT count(*) FROM records WHERE julianday(expires_at) <= julianday('now')"),
+                "expired": one(f"SELECT count(*) FROM records AS r WHERE {_EXPIRED}"),
             }
             dup = conn.execute(
                 "SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM records "
@@ -581,6 +583,7 @@ def _adopt_gateway_ids(conn: sqlite3.Connection, outcomes: list[Outcome]) -> Non
 # --- rows and records -----------------------------------------------------------------------
 
 def _record_values(record: Record) -> dict[str, Any]:
+    record = with_stored_times(record)  # every row written keeps its times in the one form
     values = {name: getattr(record, name) for name in RECORD_COLUMNS}
     values["private"] = 1 if record.private else 0
     return values
