@@ -75,6 +75,7 @@ class IndexStatus:
     queue: dict[str, int]
     import_files: int
     read_only: bool = False
+    read_only_reason: str | None = None  # e.g. "the disk holding it is full; reads come from a snapshot …"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +89,7 @@ class IndexStatus:
             "queue": dict(self.queue),
             "session_files": self.import_files,
             "read_only": self.read_only,
+            "read_only_reason": self.read_only_reason,
         }
 
 
@@ -261,7 +263,7 @@ class LocalIndex(IndexFile):
             hidden=hidden, duplicate_texts=dup[0], duplicate_records=dup[1],
             newest_learned_created_at=newest[0] if newest else None,
             lag_seconds=round(max(newest[1], 0.0), 1) if newest else None,
-            queue=queue, import_files=files, read_only=self.read_only,
+            queue=queue, import_files=files, read_only=self.read_only, read_only_reason=self.read_only_reason,
         )
 
     def enrich_candidates(self, *, everything: bool = False) -> list[str]:
