@@ -6,10 +6,15 @@ file in the same directory (created with the requested mode, so a secret-adjacen
 file is never world-readable even for an instant), are flushed to disk, and then
 replace the target with ``os.replace``.  If anything fails, the target is left as
 it was and the temporary file is removed.
+
+A symbolic link is written through, not replaced: the file it points to gets the new
+content (its temporary file in *that* file's directory, so the rename stays on one file
+system), and the link — a dotfiles checkout's, say — stays a link.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -25,9 +30,11 @@ def ensure_private_dir(directory: Path) -> None:
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` atomically; the file ends up with ``mode``.
 
-    Raises ``OSError`` (disk full, read-only file system, permission denied) with
-    the target untouched.
+    When ``path`` is a symbolic link, the file it points to is replaced and the link kept.
+    Raises ``OSError`` (disk full, read-only file system, permission denied, a link loop)
+    with the target untouched.
     """
+    path = _link_target(Path(path))
     directory = path.parent
     ensure_private_dir(directory)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -49,6 +56,16 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
             pass
         raise
     _fsync_directory(directory)
+
+
+def _link_target(path: Path) -> Path:
+    """``path``, or the file its chain of symbolic links ends at (which may not exist yet)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():  # realpath gives up on a loop and returns a link
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path.name)
+    return target
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -9,8 +9,8 @@ Promises:
   ``base_ms``; each re-open without a success in between doubles the window, up to
   ``max_ms``.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
   ``trip_after`` failed *calls* in a row (a caller reports a call once, after its own
-  retries).  :meth:`Breaker.hold` opens it for exactly the time a service asked for
-  (``Retry-After``).
+  retries).  :meth:`Breaker.hold` opens it for the time a service asked for
+  (``Retry-After``, which the transport caps at 5 minutes).
 * **While open**, :meth:`Breaker.check` answers in microseconds without touching the
   network: one read of a small file.  When the window has passed, exactly one caller (in
   any process) is let through as the probe; its success closes the breaker, its failure
@@ -208,7 +208,7 @@ class Breaker:
             return 0
 
     def hold(self, window_ms: int) -> int:
-        """The service asked callers to wait (``Retry-After``): open for exactly that long.
+        """The service asked callers to wait (``Retry-After``): open for exactly ``window_ms``.
 
         Unlike a failure, this does not double the next window; if the breaker is already
         open for longer, it stays so.  Returns the window in ms.

@@ -10,11 +10,14 @@ Promises:
   ``retries`` times, honouring ``Retry-After`` up to ``max_retry_wait_s``; the breaker
   counts the call once, after its retries.  A longer ``Retry-After`` is not worth blocking
   an agent turn for: the call gives up at once, without sleeping, and the breaker stays
-  open for the time the gateway asked, so later calls and flushes wait as asked.
-* Any answer below 500 other than 429 closes the breaker: the gateway is alive.  4xx
-  answers become :class:`GatewayRefused` (with the gateway's ``error`` code and a bounded
+  open for the time the gateway asked, so later calls and flushes wait as asked — up to
+  :data:`~qmem.transport.MAX_RETRY_AFTER_S` (5 minutes): a gateway asking for more (a year)
+  must not switch qmem off.
+* A 4xx answer other than 429 closes the breaker: the gateway is alive and said no.  It
+  becomes :class:`GatewayRefused` (with the gateway's ``error`` code and a bounded
   detail), :class:`GatewayUnauthorized` or :class:`GatewayDuplicate` (409, with the matched
-  id).  A 2xx whose body is not the expected JSON is an ambiguous failure, never data.
+  id).  A 2xx closes it only when its body keeps the contract (JSON of the expected shape);
+  any other body is an ambiguous failure — counted toward the breaker like a 5xx — never data.
 * Errors say ``sent`` when any attempt may have reached the gateway: a write that fails
   that way must be retried with the same Idempotency-Key, never reported as lost.
 * Nothing the gateway says reaches a caller with a credential in it.  Every answer is read
@@ -160,7 +163,8 @@ class GatewayClient:
     # -- the contract
 
     def status(self) -> dict[str, Any]:
-        return self._json(self._call("GET", "/v1/status"))
+        return self._answer(self._call("GET", "/v1/status"), _is_object,
+                            "the Memory Gateway's status answer is not an object")
 
     def create(self, body: Mapping[str, Any], idempotency_key: str) -> dict[str, Any]:
         response = self._call("POST", "/v1/memories", json_body=dict(body),
@@ -170,39 +174,40 @@ class GatewayClient:
             matched = payload.get("id") if isinstance(payload, dict) else None
             if isinstance(matched, str) and matched:
                 raise GatewayDuplicate(matched)
-        record = self._json(response)
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
-            raise GatewayUnavailable("the Memory Gateway accepted the record but its answer has no id",
-                                     kind="protocol", sent=True)
-        return record
+        return self._answer(response, _has_id, "the Memory Gateway accepted the record but its answer has no id")
 
     def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        answer = self._json(self._call("POST", "/v1/memories:search", json_body=dict(body)))
-        if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
-            raise GatewayUnavailable("the Memory Gateway's search answer has no results list",
-                                     kind="protocol", sent=True)
-        return answer
+        return self._answer(self._call("POST", "/v1/memories:search", json_body=dict(body)), _lists("results"),
+                            "the Memory Gateway's search answer has no results list")
 
     def get(self, record_id: str) -> dict[str, Any]:
-        record = self._json(self._call("GET", f"/v1/memories/{quote(record_id, safe='')}"))
-        if not isinstance(record, dict) or record.get("id") != record_id:
-            raise GatewayUnavailable("the Memory Gateway answered with another record", kind="protocol", sent=True)
-        return record
+        return self._answer(self._call("GET", f"/v1/memories/{quote(record_id, safe='')}"),
+                            lambda record: isinstance(record, dict) and record.get("id") == record_id,
+                            "the Memory Gateway answered with another record")
 
     def export(self, cursor: str | None, limit: int) -> dict[str, Any]:
-        answer = self._json(self._call("GET", "/v1/memories:export", query={"cursor": cursor, "limit": limit}))
-        if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
-            raise GatewayUnavailable("the Memory Gateway's export answer has no items list",
-                                     kind="protocol", sent=True)
-        return answer
+        return self._answer(self._call("GET", "/v1/memories:export", query={"cursor": cursor, "limit": limit}),
+                            _lists("items"), "the Memory Gateway's export answer has no items list")
 
     def meta(self) -> dict[str, Any]:
-        answer = self._json(self._call("GET", "/v1/meta"))
-        if not isinstance(answer, dict):
-            raise GatewayUnavailable("the Memory Gateway's meta answer is not an object", kind="protocol", sent=True)
-        return answer
+        return self._answer(self._call("GET", "/v1/meta"), _is_object,
+                            "the Memory Gateway's meta answer is not an object")
 
     # -- plumbing
+
+    def _answer(self, response: Response, keeps_contract: Callable[[Any], bool], broken: str) -> Any:
+        """The JSON of an answer that keeps the contract; the breaker hears how it went.
+
+        A 4xx raises (the breaker was told the gateway is alive).  A 2xx whose body is not
+        JSON, or not of the shape ``keeps_contract`` expects, is an ambiguous failure: a
+        gateway answering garbage with 200 must trip the breaker as surely as one answering 502.
+        """
+        payload = self._json(response)
+        if not keeps_contract(payload):
+            self.breaker.ambiguous_failure()
+            raise GatewayUnavailable(broken, kind="protocol", sent=True, status=response.status)
+        self.breaker.success()
+        return payload
 
     def _json(self, response: Response) -> Any:
         if response.status >= 400:
@@ -225,10 +230,11 @@ class GatewayClient:
     def _call(self, method: str, path: str, **kwargs: Any) -> Response:
         """One call: the breaker's leave, then at most ``retries`` retries of ambiguous failures.
 
-        The breaker hears about the *call* once, when it ends: a success, one failure (so
-        ``breakerTripAfter`` counts calls, not attempts), or a ``Retry-After`` longer than
-        this client waits, which holds it open for exactly that long.  ``sent`` on the
-        error is true when any attempt may have reached the gateway.
+        The breaker hears about the *call* once, when it ends: a refusal (alive), one failure
+        (so ``breakerTripAfter`` counts calls, not attempts), or a ``Retry-After`` longer than
+        this client waits, which holds it open for that long (capped by the transport).  A
+        2xx is judged by :meth:`_answer` once its body is read.  ``sent`` on the error is
+        true when any attempt may have reached the gateway.
         """
         decision = self.breaker.check()
         if not decision.allowed:
@@ -254,7 +260,8 @@ class GatewayClient:
                 window = self._record_failure(exc, probe=decision.probe)
                 raise GatewayUnavailable(exc.message, kind=exc.kind, sent=sent, breaker_open=bool(window),
                                          retry_in_ms=window, status=exc.status) from None
-            self.breaker.success()
+            if not 200 <= response.status < 300:
+                self.breaker.success()  # a refusal: alive; a 2xx is judged by its body (_answer)
             return response
 
     def _record_failure(self, exc: TransportError, *, probe: bool) -> int:
@@ -272,6 +279,18 @@ class GatewayClient:
 def _breaker_open(retry_in_ms: int, *, sent: bool) -> GatewayUnavailable:
     return GatewayUnavailable("the Memory Gateway is marked unreachable (circuit breaker open)",
                               kind="breaker_open", sent=sent, breaker_open=True, retry_in_ms=retry_in_ms)
+
+
+def _is_object(payload: Any) -> bool:
+    return isinstance(payload, dict)
+
+
+def _has_id(payload: Any) -> bool:
+    return isinstance(payload, dict) and isinstance(payload.get("id"), str) and bool(payload["id"])
+
+
+def _lists(key: str) -> Callable[[Any], bool]:
+    return lambda payload: isinstance(payload, dict) and isinstance(payload.get(key), list)
 
 
 def _safe_json(response: Response) -> Any:

@@ -6,25 +6,28 @@ answer, a session file, a search result, ``pull``); an :class:`Outcome` is what 
 said about one outbox record.  :func:`merge_observation` is the one rule for learning: full
 text is never replaced by partial text, the gateway's own answer beats hearsay, and
 supersession or deletion, once known, sticks.  Text SQLite cannot store (a lone surrogate)
-is refused here, before any I/O.
+is refused here, before any I/O.  The times the index compares (:data:`TIME_FIELDS`) are
+kept in one form (:func:`stored_time`), whatever form they were learned in.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from hashlib import sha256
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import InputError
-from .records import is_local_id, normalize_text
+from .records import canonical_time, format_utc, is_local_id, normalize_text
 
 __all__ = [
     "STATES",
     "RECORD_COLUMNS",
+    "TIME_FIELDS",
     "Record",
     "Observation",
     "Outcome",
@@ -33,6 +36,8 @@ __all__ = [
     "accepted_fields",
     "storable_text",
     "storable_observation",
+    "stored_time",
+    "with_stored_times",
     "content_hash",
     "utc_now",
     "this_machine",
@@ -61,8 +66,24 @@ def storable_text(value: Any, what: str) -> str:
 
 
 def utc_now() -> str:
-    """The current time as RFC 3339 UTC with seconds, the form qmem writes."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time in the one form qmem writes (:func:`qmem.records.format_utc`)."""
+    return format_utc(datetime.now(timezone.utc))
+
+
+#: The times a record carries that the index compares (expiry, recency, deletion).
+TIME_FIELDS = ("created_at", "expires_at", "deleted_at")
+
+
+def stored_time(value: str | None) -> str | None:
+    """A time as the index stores it: in the one form of :func:`qmem.records.format_utc`
+    when it is an RFC 3339 time (``t``, ``z``, offsets and fractions included), else as
+    given — a value that is no time is kept, and never counts as past."""
+    if value is None or _CANONICAL_TIME.fullmatch(value):
+        return value
+    return canonical_time(value) or value
+
+
+_CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 
 
 def content_hash(text: str) -> str:
@@ -149,6 +170,20 @@ class Observation:
     machine: str | None = None
     session_file: str | None = None
     tool: str | None = None
+
+
+_Timed = TypeVar("_Timed", Record, Observation)
+
+
+def with_stored_times(item: _Timed) -> _Timed:
+    """``item`` (a :class:`Record` or :class:`Observation`) with its :data:`TIME_FIELDS` as stored."""
+    changes = {}
+    for name in TIME_FIELDS:
+        value = getattr(item, name)
+        stored = stored_time(value)
+        if stored != value:
+            changes[name] = stored
+    return replace(item, **changes) if changes else item
 
 
 @dataclass(frozen=True)
@@ -240,6 +275,7 @@ def merge_observation(existing: Record | None, obs: Observation, now: str) -> Re
     a synced record never becomes merely observed; local outbox states are kept.
     """
     authoritative = obs.state == "synced"
+    obs = with_stored_times(obs)
     if existing is None:
         if obs.text is None:
             text, coverage = "", "partial"
@@ -301,5 +337,5 @@ def accepted_fields(mine: Record, gateway_record: Mapping[str, Any], now: str) -
     for name in _GATEWAY_FILLED:
         value = gateway_record.get(name)
         if isinstance(value, str) and value:
-            changes[name] = value
+            changes[name] = stored_time(value) if name in TIME_FIELDS else value
     return changes

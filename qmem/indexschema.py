@@ -13,7 +13,9 @@ Promises:
   other tables, a ``user_version`` qmem never wrote — is refused before any pragma that
   writes, and the file stays byte for byte as it was.
 * **Migrations** run in the caller's transaction: all of them or none.  v3 switches the
-  full-text table to Porter stemming and rebuilds it, reporting ``progress(done, total)``.
+  full-text table to Porter stemming and rebuilds it, reporting ``progress(done, total)``;
+  v4 rewrites every compared time (``created_at``, ``expires_at``, ``deleted_at``) that is
+  not yet in qmem's one form (:func:`qmem.records.format_utc`), reporting progress too.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import CorruptIndexError, LocalIndexError
+from .records import canonical_time
 
 __all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "MIGRATIONS", "RECOVERY", "check_ownership", "migrate",
            "newer_schema_error", "read_only_uri", "has_log_content"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: ``PRAGMA application_id`` of every qmem index: the four ASCII bytes "qmem".
 APPLICATION_ID = int.from_bytes(b"qmem", "big")
@@ -43,6 +46,12 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 REBUILD_BATCH = 5000
 
 _STEMMED = 3  # the version whose migration creates the stemmed full-text table, left for _fill_fts
+_ONE_TIME_FORM = 4  # the version whose times are all in one form, rewritten by _normalise_times
+
+#: The form every compared time is stored in (``2027-01-31T00:00:00.000000Z``), as a GLOB.
+_CANONICAL_TIME_GLOB = ("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]."
+                        "[0-9][0-9][0-9][0-9][0-9][0-9]Z")
+_TIME_COLUMNS = ("created_at", "expires_at", "deleted_at")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -144,6 +153,9 @@ MIGRATIONS: tuple[str, ...] = (
     """ + _FTS_TRIGGERS + """
     ALTER TABLE import_files ADD COLUMN tail TEXT NOT NULL DEFAULT '';
     """,
+    # v4: times in one form.  SQLite's julianday() reads no lower-case "t", so an expiry
+    # written "2027-01-31t00:00:00z" never expired; migrate() rewrites such rows.  No schema change.
+    "",
 )
 
 
@@ -171,6 +183,8 @@ def migrate(conn: sqlite3.Connection, version: int,
             conn.execute(statement)
         if number + 1 == _STEMMED:
             _fill_fts(conn, progress)
+        if number + 1 == _ONE_TIME_FORM:
+            _normalise_times(conn, progress)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -194,6 +208,34 @@ def _fill_fts(conn: sqlite3.Connection, progress: Callable[[int, int], None] | N
         done, last = done + count, high
         if progress is not None:
             progress(done, total)
+
+
+def _normalise_times(conn: sqlite3.Connection, progress: Callable[[int, int], None] | None) -> None:
+    """Rewrite each row's compared times that are RFC 3339 but not in qmem's one form.
+
+    A value that is no time at all is left as it is (it never counts as past).  Only the
+    rows that need it are read and written; the text is not touched, so the full-text
+    index is not either.
+    """
+    outside = " OR ".join(f"({column} IS NOT NULL AND {column} NOT GLOB :form)" for column in _TIME_COLUMNS)
+    rows = conn.execute(f"SELECT rowid, {', '.join(_TIME_COLUMNS)} FROM records WHERE {outside}",
+                        {"form": _CANONICAL_TIME_GLOB}).fetchall()
+    if not rows:
+        return
+    total = len(rows)
+    if progress is not None:
+        progress(0, total)
+    assignments = ", ".join(f"{column} = ?" for column in _TIME_COLUMNS)
+    for start in range(0, total, REBUILD_BATCH):
+        batch = rows[start:start + REBUILD_BATCH]
+        conn.executemany(f"UPDATE records SET {assignments} WHERE rowid = ?",
+                         [(*(_one_form(value) for value in row[1:]), row[0]) for row in batch])
+        if progress is not None:
+            progress(start + len(batch), total)
+
+
+def _one_form(value: str | None) -> str | None:
+    return None if value is None else canonical_time(value) or value
 
 
 @lru_cache(maxsize=None)

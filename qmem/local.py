@@ -300,6 +300,7 @@ def render_status(status: IndexStatus) -> str:
         f"queue        pending {q['pending']}, synced {q['synced']}, duplicate {q['duplicate']}, failed {q['failed']}",
         f"sessions     {status.import_files} session files imported",
         f"schema       v{status.schema_version}",
+        *([f"read-only    {status.read_only_reason}"] if status.read_only_reason else []),
     ])
 
 

@@ -38,7 +38,7 @@ from .errors import InputError, LocalIndexError
 from .indexfile import IndexFile
 from .indexrecord import (
     RECORD_COLUMNS, STATES, Observation, Outcome, Record, accepted_fields, content_hash, merge_observation,
-    observation_from_record, storable_observation, storable_text, this_machine, utc_now,
+    observation_from_record, storable_observation, storable_text, this_machine, utc_now, with_stored_times,
 )
 from .indexschema import APPLICATION_ID, SCHEMA_VERSION
 from .lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
@@ -75,6 +75,7 @@ class IndexStatus:
     queue: dict[str, int]
     import_files: int
     read_only: bool = False
+    read_only_reason: str | None = None  # e.g. "the disk holding it is full; reads come from a snapshot …"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +89,7 @@ class IndexStatus:
             "queue": dict(self.queue),
             "session_files": self.import_files,
             "read_only": self.read_only,
+            "read_only_reason": self.read_only_reason,
         }
 
 
@@ -106,9 +108,11 @@ class ImportedFile:
 #: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
 Calls = Mapping[str, tuple[str, dict[str, Any]]]
 
-#: The visibility rules of a default search, as SQL over ``records AS r``.
-_NOT_EXPIRED = ("(r.expires_at IS NULL OR julianday(r.expires_at) IS NULL "  # unparsable: not expired
-                "OR julianday(r.expires_at) > julianday('now'))")
+#: Whether a record's expiry has passed, as SQL over ``records AS r``: the one test behind
+#: find, meta and status.  Expiries are stored in one form that julianday() reads
+#: (:func:`qmem.indexrecord.stored_time`); one that is no time at all (NULL here) never passes.
+_EXPIRED = "julianday(r.expires_at) <= julianday('now')"
+_NOT_EXPIRED = f"({_EXPIRED}) IS NOT 1"
 
 
 class LocalIndex(IndexFile):
@@ -242,7 +246,7 @@ class LocalIndex(IndexFile):
                 "superseded": one("SELECT count(*) FROM records WHERE superseded_by IS NOT NULL"),
                 "private": one("SELECT count(*) FROM records WHERE private = 1"),
                 "deleted": one("SELECT count(*) FROM records WHERE deleted_at IS NOT NULL"),
-                "expired": one("SELECT count(*) FROM records WHERE julianday(expires_at) <= julianday('now')"),
+                "expired": one(f"SELECT count(*) FROM records AS r WHERE {_EXPIRED}"),
             }
             dup = conn.execute(
                 "SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM records "
@@ -259,7 +263,7 @@ class LocalIndex(IndexFile):
             hidden=hidden, duplicate_texts=dup[0], duplicate_records=dup[1],
             newest_learned_created_at=newest[0] if newest else None,
             lag_seconds=round(max(newest[1], 0.0), 1) if newest else None,
-            queue=queue, import_files=files, read_only=self.read_only,
+            queue=queue, import_files=files, read_only=self.read_only, read_only_reason=self.read_only_reason,
         )
 
     def enrich_candidates(self, *, everything: bool = False) -> list[str]:
@@ -451,14 +455,28 @@ class LocalIndex(IndexFile):
             return {row[0]: (row[1], json.loads(row[2])) for row in rows}
 
     def record_import(self, file_key: str, file: ImportedFile, observations: Iterable[Observation],
-                      calls: Calls) -> dict[str, int]:
-        """Learn what a session file taught, and save how far it was read and the calls still
-        awaiting results, in one transaction; returns counts added / updated / unchanged."""
-        counts = {"added": 0, "updated": 0, "unchanged": 0}
+                      calls: Calls, queued: Iterable[Record] = ()) -> dict[str, int]:
+        """Learn what a session file taught, restore the writes it queued, and save how far it
+        was read and the calls still awaiting results — all in one transaction, so that a
+        failure anywhere (busy, disk full, Ctrl-C) leaves the file to be read again.
+
+        ``queued`` are outbox rows (as :meth:`add_queued` takes them); one whose key is already
+        known changes nothing.  Returns counts ``added`` / ``updated`` / ``unchanged`` (records
+        learned), ``queued`` (rows restored) and ``queued_failed`` (of those, kept as failed).
+        """
+        counts = {"added": 0, "updated": 0, "unchanged": 0, "queued": 0, "queued_failed": 0}
         now = utc_now()
+        queued = list(queued)
+        for row in queued:
+            if row.local_id is None or row.id != row.local_id:
+                raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
             for obs in observations:
                 counts[_learn_one(conn, obs, now)] += 1
+            for row in queued:
+                if _add_queued(conn, row)[1]:
+                    counts["queued"] += 1
+                    counts["queued_failed"] += row.state == "failed"
             conn.execute("DELETE FROM import_calls WHERE file_key = ?", (file_key,))
             conn.executemany(
                 "INSERT INTO import_calls (file_key, call_id, name, arguments) VALUES (?, ?, ?, ?)",
@@ -610,6 +628,7 @@ def _adopt_gateway_ids(conn: sqlite3.Connection, outcomes: list[Outcome]) -> Non
 # --- rows and records -----------------------------------------------------------------------
 
 def _record_values(record: Record) -> dict[str, Any]:
+    record = with_stored_times(record)  # every row written keeps its times in the one form
     values = {name: getattr(record, name) for name in RECORD_COLUMNS}
     values["private"] = 1 if record.private else 0
     return values

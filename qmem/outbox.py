@@ -116,10 +116,23 @@ class Outbox:
             raise ValueError("local_id must be a qmem local id")
         return self._insert(local_id, record, tool=tool, session_file=session_file, refused=refused)[1]
 
+    def restored_row(self, local_id: str, record: NewRecord, *, tool: str | None = None,
+                     session_file: str | None = None, refused: str | None = None) -> Record:
+        """The row :meth:`requeue` would add, not yet written: session import adds it with
+        :meth:`~qmem.localindex.LocalIndex.record_import`, in the transaction that saves how
+        far the file was read, so that the offset never gets ahead of the write."""
+        if not is_local_id(local_id):
+            raise ValueError("local_id must be a qmem local id")
+        return self._row(local_id, record, tool=tool, session_file=session_file, refused=refused)
+
     def _insert(self, key: str, record: NewRecord, *, tool: str | None, session_file: str | None,
                 refused: str | None = None) -> tuple[Record, bool]:
+        return self.index.add_queued(self._row(key, record, tool=tool, session_file=session_file, refused=refused))
+
+    def _row(self, key: str, record: NewRecord, *, tool: str | None, session_file: str | None,
+             refused: str | None) -> Record:
         now = utc_now()
-        row = Record(
+        return Record(
             id=key, local_id=key, text=record.text, state="failed" if refused else "pending", coverage="full",
             kind=record.kind, project_id=record.project_id, scope=record.scope, agent_id=record.agent_id,
             source=record.source, created_at=now, expires_at=record.expires_at,
@@ -128,7 +141,6 @@ class Outbox:
             machine=self._machine, session_file=session_file, tool=tool,
             content_hash=content_hash(record.text), learned_at=now,
         )
-        return self.index.add_queued(row)
 
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""

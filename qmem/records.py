@@ -31,6 +31,8 @@ __all__ = [
     "is_local_id",
     "new_local_id",
     "parse_rfc3339",
+    "canonical_time",
+    "format_utc",
     "normalize_text",
     "check_unicode",
     "RECORD_FIELDS",
@@ -115,6 +117,27 @@ def parse_rfc3339(value: str) -> datetime | None:
         return None
 
 
+def format_utc(moment: datetime) -> str:
+    """``moment`` (aware) in qmem's one time form: RFC 3339 in UTC with microseconds and an
+    upper-case ``T`` and ``Z`` (``2027-01-31T00:00:00.000000Z``).  Every time in that form
+    has the same width, so two of them compare as text the way they compare as times, and
+    SQLite's ``julianday()`` reads them (it reads no lower-case ``t``)."""
+    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def canonical_time(value: str) -> str | None:
+    """``value`` in the form of :func:`format_utc`, or None when it is not an RFC 3339 time
+    with a zone (``t``/``z``, offsets and fractions of any length are all RFC 3339) or lies
+    outside the years 1–9999 once in UTC."""
+    moment = parse_rfc3339(value)
+    if moment is None:
+        return None
+    try:
+        return format_utc(moment)
+    except (OverflowError, ValueError):
+        return None
+
+
 def normalize_text(text: str) -> str:
     """The form used to spot the same text under different ids: NFKC, casefolded, one space."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
@@ -164,7 +187,8 @@ def validate_new_record(args: Mapping[str, Any], *, now: datetime | None = None)
     """Check the arguments of a store or correct call; see the module docstring.
 
     ``project_id`` is required; ``kind`` defaults to ``fact``; ``expires_at`` must be
-    an RFC 3339 time with a zone, in the future; ids must be well formed.
+    an RFC 3339 time with a zone, in the future (it comes back in the form of
+    :func:`format_utc`); ids must be well formed.
     """
     text = _bounded_text(args, "text", MAX_TEXT_CHARS, required=True)
     project = args.get("project_id")
@@ -180,10 +204,12 @@ def validate_new_record(args: Mapping[str, Any], *, now: datetime | None = None)
     expires_at = args.get("expires_at")
     if expires_at is not None and expires_at != "":
         moment = parse_rfc3339(expires_at) if isinstance(expires_at, str) else None
-        if moment is None:
+        canonical = canonical_time(expires_at) if moment is not None else None
+        if moment is None or canonical is None:
             raise InputError("expires_at must be an RFC 3339 time with a zone, e.g. 2027-01-31T00:00:00Z")
         if moment <= (now or datetime.now(timezone.utc)):
             raise InputError("expires_at must be in the future")
+        expires_at = canonical
     else:
         expires_at = None
     supersedes = args.get("supersedes_id")

@@ -26,6 +26,10 @@ duplicates nothing.  Lines that do not mention ``qmem_`` are skipped
 without being parsed.  Malformed JSON, unknown entry types, non-UTF-8 lines and a
 half-written last line are counted and skipped, never fatal; the half-written line is
 read again next time, once it is complete.
+
+How safely: what a file teaches, the queued writes it restores and how far it was read are
+saved in one transaction.  An import stopped anywhere (the index busy, the disk full,
+Ctrl-C) saves none of them, and the next import reads the file again and restores them.
 """
 
 from __future__ import annotations
@@ -326,19 +330,22 @@ class SessionImporter:
     def _commit(self, key: str, stat: os.stat_result, offset: int, head: str, tail: str,
                 calls: dict[str, tuple[str, dict[str, Any]]], learned: list[Observation | QueuedWrite],
                 report: ImportReport) -> None:
+        restored = []
+        for item in learned:
+            if isinstance(item, QueuedWrite):
+                # Whatever wrote the session file, a credential found now keeps the write here, unsent.
+                findings = credential_findings(item.record.to_request())
+                refused = f"not sent: {describe_credentials(findings)}" if findings else None
+                restored.append(self.outbox.restored_row(item.local_id, item.record, tool=item.tool,
+                                                         session_file=key, refused=refused))
+        # One transaction: the offset is saved with the writes it restores, or neither is.
         counts = self.index.record_import(
             key, ImportedFile(stat.st_size, stat.st_mtime_ns, stat.st_ino, offset, head, tail),
-            [item for item in learned if isinstance(item, Observation)], calls)
+            [item for item in learned if isinstance(item, Observation)], calls, restored)
         report.records_added += counts["added"]
         report.records_updated += counts["updated"]
-        queued = [item for item in learned if isinstance(item, QueuedWrite)]
-        for item in queued:
-            # Whatever wrote the session file, a credential found now keeps the write here, unsent.
-            findings = credential_findings(item.record.to_request())
-            refused = f"not sent: {describe_credentials(findings)}" if findings else None
-            if self.outbox.requeue(item.local_id, item.record, tool=item.tool, session_file=key, refused=refused):
-                report.queued_restored += 1
-                report.queued_refused += 1 if refused else 0
+        report.queued_restored += counts["queued"]
+        report.queued_refused += counts["queued_failed"]
 
 
 def _discover(root: SessionRoot) -> Iterator[tuple[str, Path, os.stat_result]]:

@@ -5,8 +5,10 @@ import textwrap
 
 from qmem.breaker import Breaker, BreakerPolicy, endpoint_key
 from qmem.diagnostics import Warnings
+from qmem.transport import MAX_RETRY_AFTER_S
 
-from .support import REPO, TempHomeTestCase
+from .fakes import Fault
+from .support import REPO, GatewayTestCase, TempHomeTestCase
 
 URL = "https://gateway.example:8443/base"
 
@@ -124,3 +126,49 @@ class BreakerTests(TempHomeTestCase):
             self.assertEqual(proc.wait(timeout=60), 0)
         entry = json.loads(self.path.read_text())["endpoints"][endpoint_key(URL)]
         self.assertEqual(entry["failures"], 600)  # every increment survived: no lost update
+
+
+class GatewayAnswersTests(GatewayTestCase):
+    """What the gateway answers, as the breaker hears it, through ``python3 -m qmem.local``."""
+
+    def local(self, *args):
+        result = self.run_module("qmem.local", *args)
+        self.assertNoTraceback(result)
+        return result
+
+    def breaker_state(self):
+        return json.loads(self.local("breaker", "--json").stdout)
+
+    def test_a_200_that_is_not_the_contract_counts_toward_the_breaker(self):
+        answers = [Fault.status(200, "<html>maintenance</html>", content_type="text/html", path="/v1/memories"),
+                   Fault.status(200, {"ok": True}, path="/v1/memories"),  # JSON, but no id
+                   Fault.status(200, [], path="/v1/memories")]
+        for strike, answer in enumerate(answers, 1):
+            self.gateway.inject(answer)
+            result = self.local("store", "--text", f"note number {strike}", "--project", "alpha", "--json")
+            self.assertEqual(result.code, 0, result.stderr)
+            self.assertTrue(json.loads(result.stdout)["queued"])  # never taken as stored: kept here
+            state = self.breaker_state()
+            self.assertEqual(state["state"], "open" if strike == 3 else "closed")
+            self.assertEqual(state["consecutive_failures"], 0 if strike == 3 else strike)
+        sent = len(self.gateway.requests)
+        self.assertTrue(json.loads(self.local("store", "--text", "fourth", "--project", "alpha", "--json").stdout)["queued"])
+        self.assertEqual(len(self.gateway.requests), sent)  # open: nothing went out
+
+    def test_a_good_answer_after_a_bad_one_starts_the_count_again(self):
+        self.gateway.inject(Fault.status(200, {"items": "not a list"}, path="/v1/memories:export"))
+        self.assertEqual(self.local("pull").code, 1)
+        self.assertEqual(self.breaker_state()["consecutive_failures"], 1)
+        self.assertEqual(self.local("pull").code, 0)
+        self.assertEqual(self.breaker_state()["consecutive_failures"], 0)
+
+    def test_a_retry_after_of_an_hour_holds_the_breaker_for_the_stated_cap(self):
+        cap_ms = int(MAX_RETRY_AFTER_S * 1000)
+        self.gateway.inject(Fault.status(503, retry_after="3600", path="/v1/memories"))
+        self.local("store", "--text", "note", "--project", "alpha")
+        state = self.breaker_state()
+        self.assertEqual(state["state"], "open")
+        self.assertLessEqual(state["retry_in_ms"], cap_ms)
+        self.assertGreater(state["retry_in_ms"], cap_ms - 60_000)  # the cap, not the 60 s base window
+        readme = " ".join((REPO / "README.md").read_text().split())
+        self.assertIn(f"Retry-After` asks for more than {int(MAX_RETRY_AFTER_S // 60)} minutes", readme)

@@ -161,6 +161,31 @@ class FileTests(TempHomeTestCase):
         config.update_config({"url": None}, self.env)
         self.assertIsNone(config.load_config(self.env).url)
 
+    def test_save_writes_through_links_and_refuses_a_loop(self):
+        path = config.config_path(self.env)
+        path.parent.mkdir(parents=True)
+        elsewhere = self.home / "dotfiles"
+        elsewhere.mkdir()
+        # A chain of two links ending at a file that does not exist yet: created there.
+        (elsewhere / "second").symlink_to("qmem.json")
+        path.symlink_to(elsewhere / "second")
+        config.save_config({"url": "https://gw.example"}, self.env)
+        self.assertTrue(path.is_symlink() and (elsewhere / "second").is_symlink())
+        self.assertEqual(json.loads((elsewhere / "qmem.json").read_text()), {"url": "https://gw.example"})
+        self.assertEqual(stat.S_IMODE(os.stat(elsewhere / "qmem.json").st_mode), 0o600)
+        config.update_config({"timeoutMs": 1000}, self.env)
+        self.assertEqual(json.loads((elsewhere / "qmem.json").read_text()),
+                         {"url": "https://gw.example", "timeoutMs": 1000})
+        self.assertEqual(sorted(p.name for p in elsewhere.iterdir()), ["qmem.json", "second"])
+        # A loop is an error naming the file; nothing is written and the links stay.
+        (elsewhere / "second").unlink()
+        (elsewhere / "second").symlink_to(path)
+        with self.assertRaises(ConfigError) as caught:
+            config.save_config({"url": "https://other.example"}, self.env)
+        self.assertIn("config.json", str(caught.exception))
+        self.assertTrue(path.is_symlink() and (elsewhere / "second").is_symlink())
+        self.assertEqual(sorted(p.name for p in path.parent.iterdir()), ["config.json"])
+
     def test_config_that_is_a_directory_or_unreadable(self):
         path = config.config_path(self.env)
         path.mkdir(parents=True)

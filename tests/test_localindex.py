@@ -503,6 +503,8 @@ for attempt in (lambda: index.learn([Observation(id="new", text="never written")
 index.close()
 env = {"HOME": sys.argv[2], "QMEM_SQLITE": sys.argv[1], "PATH": "/usr/bin:/bin"}
 out["cli"] = [local.run([*args, "--json"], env=env).code for args in (["find", "kept"], ["status"], ["queue"])]
+status = json.loads(local.run(["status", "--json"], env=env).stdout)
+out["status_read_only"] = [status["read_only"], status["read_only_reason"]]
 print(json.dumps(out))
 """
 
@@ -560,6 +562,9 @@ class ReadOnlyTests(TempHomeTestCase):
         self.assertEqual(out["queue"]["pending"], 1)
         self.assertEqual(out["writes"], ["the local index qmem.sqlite is read-only; nothing was written"] * 2)
         self.assertEqual(out["cli"], [0, 0, 0])
+        self.assertTrue(out["read_only"])
+        self.assertEqual(out["status_read_only"][0], True)  # status says what it is
+        self.assertTrue(out["status_read_only"][1].startswith("the file or its directory cannot be written"))
 
     def test_read_only_file_in_a_writable_directory(self):
         self.lock_down(directory_writable=True)

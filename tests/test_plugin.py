@@ -233,6 +233,25 @@ class ConfigCommandTests(GatewayTestCase):
         session.command("qmem:config", "", ui)
         self.assertNotIn(self.API_KEY, self.config_file().read_text())
 
+    def test_url_is_written_through_a_dotfiles_link(self):
+        # config.json is a relative link into a dotfiles checkout: the checkout's file gets the
+        # URL (0600, replaced atomically in its own directory) and the link stays a link.
+        dotfiles = self.home / "dotfiles" / "qmem"
+        dotfiles.mkdir(parents=True)
+        target = dotfiles / "config.json"
+        self.config_file().replace(target)
+        target.chmod(0o644)
+        self.config_file().symlink_to(os.path.relpath(target, self.config_file().parent))
+        session = self.session()
+        self.assertIn("saved", session.command("qmem:config", f"url {self.gateway.url}/v9"))
+        self.assertTrue(self.config_file().is_symlink())
+        self.assertEqual(json.loads(target.read_text())["url"], f"{self.gateway.url}/v9")
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o600)
+        self.assertEqual(sorted(p.name for p in dotfiles.iterdir()), ["config.json"])  # no temp file left
+        self.assertEqual(sorted(p.name for p in self.config_file().parent.iterdir()), ["config.json"])
+        self.assertIn("saved", session.command("qmem:config", f"url {self.gateway.url}"))
+        self.assertIn("connected", session.command("qmem:config", "test"))  # the session reads the new URL
+
     def test_unreachable(self):
         self.gateway.stop()
         self.assertIn("unreachable", self.session().command("qmem:config", "test"))

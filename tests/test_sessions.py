@@ -1,6 +1,7 @@
 import json
 import os
 
+from qmem.errors import LocalIndexError
 from qmem.localindex import LocalIndex
 from qmem.outbox import Outbox
 from qmem.sessions import SessionImporter, learned_from_call, session_roots
@@ -77,6 +78,34 @@ class LearnTests(ImportTestCase):
         report = self.run_import()
         self.assertEqual(report.queued_restored, 0)
         self.assertEqual(Outbox(self.index).report().counts["pending"], 1)
+
+    def test_a_restore_that_fails_is_redone_by_the_next_import(self):
+        # The disk fills while the import writes: what the file taught, the writes it queued and
+        # how far it was read are saved together or not at all, so the next import restores them.
+        s = self.session()
+        s.call("qmem_store", {**STORE_ARGS, "text": "Kept before the disk filled"},
+               details={"qmem": 1, "record": {"id": "g-1"}})
+        queued = {}
+        for n in range(3):  # big texts: restoring them needs pages that learning g-1 does not
+            local_id = f"local-{n:032x}"
+            queued[local_id] = " ".join(f"word{n}x{i}" for i in range(2500))[:19_000]
+            s.call("qmem_store", {**STORE_ARGS, "text": queued[local_id]},
+                   details={"qmem": 1, "queued": True, "record": {"id": local_id}})
+        # SQLite's own "database or disk is full", reached by capping the file's size.
+        pages = self.index._conn.execute("PRAGMA page_count").fetchone()[0]
+        self.index._conn.execute(f"PRAGMA max_page_count = {pages + 4}")
+        with self.assertRaises(LocalIndexError) as caught:
+            self.run_import()
+        self.assertIn("full", str(caught.exception))
+        self.assertEqual((self.index.imported_files(), self.index.get("g-1")), ({}, None))
+        self.index._conn.execute("PRAGMA max_page_count = 1073741823")
+        report = self.run_import()
+        self.assertEqual((report.read, report.records_added, report.queued_restored), (1, 1, 3))
+        for local_id, text in queued.items():
+            self.assertEqual((self.index.get(local_id).state, self.index.get(local_id).text), ("pending", text))
+        os.utime(s.path, ns=(1, 1))  # changed as far as a stat can tell: read again, restored once
+        self.assertEqual(self.run_import().queued_restored, 0)
+        self.assertEqual(Outbox(self.index).report().counts["pending"], 3)
 
     def test_learned_from_call_is_pure(self):
         result = {"role": "toolResult", "details": {"qmem": 1, "record": {"id": "g-1"}}}

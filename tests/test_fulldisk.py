@@ -1,0 +1,139 @@
+"""A full disk, for real: a tiny tmpfs (tests/smalldisk.py) holds the index.
+
+Reads answer from the file when there is no room for SQLite's 32 KB shared-memory file;
+writes say the disk is full in one line; ``status`` says the index is read-only and why; a
+process that opened the index on a full disk writes again once there is room; and an import
+the disk stops half-way is redone whole by the next one.
+"""
+
+import json
+import textwrap
+
+from .sessionfiles import SessionFile
+from .smalldisk import run_on_small_disk, small_disk_unavailable
+from .support import TempHomeTestCase
+
+DISK_FULL = "qmem-local: the disk holding the local index qmem.sqlite is full; nothing was written\n"
+SIZE_KB = 1024
+
+
+class FullDiskTestCase(TempHomeTestCase):
+    def setUp(self):
+        super().setUp()
+        reason = small_disk_unavailable()
+        if reason:
+            self.skipTest(reason)
+        self.disk = self.home / "disk"
+        self.disk.mkdir()
+        self.env["QMEM_SQLITE"] = str(self.disk / "qmem.sqlite")
+
+    def run_steps(self, *steps):
+        return run_on_small_disk(self.disk, SIZE_KB, list(steps), self.env)
+
+
+class ReadsOnAFullDiskTests(FullDiskTestCase):
+    def test_find_status_and_queue_answer_and_store_says_the_disk_is_full(self):
+        store = {"qmem": ["store", "--queue-only", "--project", "p", "--text", "deploy note"]}
+        read_only = {}
+        for free_kb in (0, 8, 24):  # each on a fresh disk
+            with self.subTest(free_kb=free_kb):
+                answers = self.run_steps(
+                    store, {"leave_free": free_kb * 1024},
+                    {"qmem": ["find", "deploy", "--json"]}, {"qmem": ["status", "--json"]},
+                    {"qmem": ["queue", "--json"]}, {"qmem": ["status"]},
+                    {"qmem": ["store", "--queue-only", "--project", "p", "--text", "one more"]},
+                    {"leave_free": 256 * 1024},
+                    {"qmem": ["store", "--queue-only", "--project", "p", "--text", "room again"]},
+                    {"qmem": ["status", "--json"]})
+                self.assertEqual(answers[0]["code"], 0, answers[0]["stderr"])
+                self.assertEqual(answers[1]["free"], free_kb * 1024)
+                find, status, queue, text, refused, _, later, recovered = answers[2:]
+                for answer in (find, status, queue, text):
+                    self.assertEqual((answer["code"], answer["stderr"]), (0, ""), answer)
+                self.assertEqual(len(json.loads(find["stdout"])["results"]), 1)
+                status = json.loads(status["stdout"])
+                read_only[free_kb] = status["read_only"]
+                self.assertEqual((status["records"], status["queue"]["pending"]), (1, 1))
+                self.assertEqual(json.loads(queue["stdout"])["counts"]["pending"], 1)
+                if status["read_only"]:  # no room for the shared-memory file: a snapshot, said so
+                    self.assertEqual(status["read_only_reason"],
+                                     "the disk holding it is full; reads come from a snapshot of the file")
+                    self.assertIn("read-only    the disk holding it is full", text["stdout"])
+                else:
+                    self.assertGreater(free_kb, 0)  # opened as usual; the write is what fails
+                    self.assertNotIn("read-only", text["stdout"])
+                self.assertEqual((refused["code"], refused["stdout"], refused["stderr"].count("\n")), (1, "", 1))
+                self.assertIn(DISK_FULL[12:-1], refused["stderr"])  # one line that says the disk is full
+                self.assertEqual(later["code"], 0, later["stderr"])
+                recovered = json.loads(recovered["stdout"])
+                self.assertEqual((recovered["read_only"], recovered["records"]), (False, 2))
+        # No room for the 32 KB shared-memory file: reads come from the snapshot.
+        self.assertEqual((read_only[0], read_only[8]), (True, True), read_only)
+
+    def test_a_log_with_changes_is_not_read_around(self):
+        # A process died holding changes in the write-ahead log, then the disk filled: a snapshot
+        # of the file alone would be silently stale, so reads stop with a clear line instead.
+        keep_log = textwrap.dedent("""
+            import os, sys
+            from qmem.localindex import LocalIndex, Observation
+            index = LocalIndex(os.environ["QMEM_SQLITE"])
+            index._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            index.learn([Observation(id="g-1", text="deploy note only in the log")])
+            os._exit(0)  # no close: the log keeps its changes and the -shm file stays
+        """)
+        answers = self.run_steps(
+            {"qmem": ["store", "--queue-only", "--project", "p", "--text", "deploy note"]},
+            {"python": keep_log}, {"python": "import os, sys; os.unlink(sys.argv[1] + '/qmem.sqlite-shm')"},
+            {"leave_free": 0}, {"qmem": ["find", "deploy"]}, {"leave_free": 256 * 1024},
+            {"qmem": ["find", "deploy", "--json"]})
+        self.assertEqual(answers[2]["code"], 0, answers[2]["stderr"])
+        stopped = answers[4]
+        self.assertEqual(stopped["code"], 1)
+        self.assertEqual(stopped["stderr"].count("\n"), 1)
+        self.assertIn("is full, and its write-ahead log holds changes", stopped["stderr"])
+        self.assertEqual(len(json.loads(answers[6]["stdout"])["results"]), 2)  # nothing was lost
+
+    def test_a_process_that_opened_on_a_full_disk_writes_once_there_is_room(self):
+        # A host's bridge keeps its index open for the whole session.
+        bridge = textwrap.dedent("""
+            import json, os, sys
+            from qmem.localindex import LocalIndex, Observation
+            index = LocalIndex(os.environ["QMEM_SQLITE"])
+            out = {"read_only": index.read_only, "found": len(index.find("deploy").records)}
+            try:
+                index.learn([Observation(id="g-1", text="deploy note from the bridge")])
+            except Exception as exc:
+                out["full"] = str(exc)
+            os.unlink(os.path.join(sys.argv[1], "filler"))
+            index.learn([Observation(id="g-2", text="deploy note once there is room")])
+            out.update(after=index.read_only, found_after=len(index.find("deploy").records))
+            print(json.dumps(out))
+        """)
+        answers = self.run_steps(
+            {"qmem": ["store", "--queue-only", "--project", "p", "--text", "deploy note"]},
+            {"leave_free": 0}, {"python": bridge})
+        self.assertEqual(answers[2]["code"], 0, answers[2]["stderr"])
+        self.assertEqual(json.loads(answers[2]["stdout"]), {
+            "read_only": True, "found": 1, "full": DISK_FULL[12:-1], "after": False, "found_after": 2})
+
+
+class ImportOnAFullDiskTests(FullDiskTestCase):
+    def test_an_import_the_disk_stopped_is_redone_whole(self):
+        session = SessionFile(self.home / ".pi" / "agent" / "sessions" / "--work--" / "s.jsonl")
+        session.call("qmem_store", {"text": "learned before the disk filled", "project_id": "p"},
+                     details={"qmem": 1, "record": {"id": "g-1"}})
+        for n in range(3):  # restoring these needs far more room than saving the file's offset
+            text = " ".join(f"word{n}x{i}" for i in range(2400))[:19_000]
+            session.call("qmem_store", {"text": text, "project_id": "p"},
+                         details={"qmem": 1, "queued": True, "record": {"id": f"local-{n:032x}"}})
+        answers = self.run_steps(
+            {"qmem": ["status"]}, {"leave_free": 96 * 1024}, {"qmem": ["import", "--json"]},
+            {"leave_free": 512 * 1024}, {"qmem": ["import", "--json"]}, {"qmem": ["import", "--json"]},
+            {"qmem": ["queue", "--json"]})
+        failed = answers[2]
+        self.assertEqual((failed["code"], failed["stderr"]), (1, DISK_FULL))
+        first, again, queue = (json.loads(answers[n]["stdout"]) for n in (4, 5, 6))
+        self.assertEqual((first["read"], first["records_added"], first["queued_restored"]), (1, 1, 3))
+        self.assertEqual((again["unchanged"], again["queued_restored"]), (1, 0))
+        self.assertEqual(queue["counts"]["pending"], 3)
+        self.assertEqual(sorted(r["id"] for r in queue["records"]), [f"local-{n:032x}" for n in range(3)])
