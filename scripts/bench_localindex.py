@@ -10,7 +10,7 @@ Prints, for N synthetic memory records (mixed languages, diacritics):
     of 40 (the raw query joined to ``records`` for ``project_id``);
   * the order of equal scores: ``ORDER BY rank`` against ``ORDER BY rank, rowid`` on the final
     queries, without and with a project filter (why find uses one or the other);
-  * the v2 -> current migration (re-indexing every record with Porter stems, then v4's time rewrite) of an index of that size;
+  * the v2 -> current migration (re-indexing with Porter stems, then v4's time rewrite) of an index of that size;
   * session import throughput in MB/s of JSONL (target >= 20) and an unchanged re-import of 1,000 session
     files (target <= 100 ms);
   * with --million, the find figures again on 1,000,000 records.
