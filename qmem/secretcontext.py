@@ -205,11 +205,14 @@ def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # --- assignments ----------------------------------------------------------
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 # After the name: its closing quote (escaped in JSON inside a string) or
-# bracket, then the separator.
-NAME_SEPARATOR = r"""(?: (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] ) | [ \t]+ (?:is|was) [ \t:] )"""
-_VALUE = re.compile(r"""
+# bracket, or a subscript by a string (api_key["appKeyAuth"]), then the
+# separator.
+_SUBSCRIPT = r"""(?: \[ [ \t]* ["'] [^"'\n\]]{1,64} ["'] [ \t]* \] )?"""
+NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] )
+                    | [ \t]+ (?:is|was) [ \t:] )""")
+_VALUE = re.compile(_SUBSCRIPT + r"""
     (?:\\?["'])? \]? [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
     (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"
       | [rbuRBU]{0,2} "(?P<dq>[^"\s]{1,1024})"
@@ -218,6 +221,7 @@ _VALUE = re.compile(r"""
       | (?P<bare>[^\s"'`,;&=()\[\]{}<>\\]{1,1024} (?:={1,2}(?![^\s"'`,;&)\]}]))? ) )""", re.VERBOSE)
 # "name: Type = value" (Python, TypeScript, Kotlin, Go): the value after the type.
 _TYPE = re.compile(r"[A-Za-z_&*][\w.|&*]*\Z")
+_SCHEME_VALUE = re.compile(r"[ \t][^\s]")
 _ANNOTATED = re.compile(r"[ \t]*(?==(?![=>]))")
 
 
@@ -239,9 +243,8 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     # The pattern found a name ending followed by a separator; the name runs
     # back from there over name characters (at most 64), the value is read
     # forward from the original text.
-    start = match.start()
-    while start > 0 and match.end() - start < 64 and text[start - 1] in _NAME_CHARS:
-        start -= 1
+    window = text[max(0, match.end() - 64):match.start()]
+    start = match.start() - (len(window) - len(window.rstrip(_NAME_CHARS)))
     name = text[start:match.end()]
     if name.lower() in ("key", "token", "secret") and text[start - 1:start] == " ":
         # Prose names a key with two words: "private key: …", "access token: …".
@@ -266,21 +269,20 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
-    group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
+    group = value.lastgroup  # the value's own: eq, dq, sq, bq or bare
     if group == "bare" and separator == ":" and _TYPE.match(value.group(group)):
         annotated = _ANNOTATED.match(text, value.end())
         if annotated:
             value = _VALUE.match(text, annotated.end())
             if value is None:
                 return []
-            group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
+            group = value.lastgroup
     value_start, value_end = value.span(group)
     if group == "bare":
         if text[value_end:value_end + 1] in ("(", "[", "{") or (
                 text[value_end:value_end + 1] == "<" and separator != ">"):
             return []  # a call, a subscript, a template: code or a placeholder
-        if (compact_name(name).endswith("authorization")
-                and re.match(r"[ \t]+[^\s]", text[value_end:value_end + 2])):
+        if compact_name(name).endswith("authorization") and _SCHEME_VALUE.match(text, value_end):
             return []  # a scheme and its value: the header rules read those
         while value_end > value_start and text[value_end - 1] in ".:":
             value_end -= 1  # the end of a sentence, not of the value
