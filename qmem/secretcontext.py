@@ -24,7 +24,8 @@ from .secretvalues import (compact_name, is_credential_value, is_placeholder, is
                            looks_random, name_kind, reads_as_credential)
 
 __all__ = ["credential_url", "bearer_token", "other_scheme_token", "basic_credentials", "curl_user",
-           "password_flag", "openssl_pass", "long_option", "netrc_password", "prose_password", "config_pair",
+           "password_flag", "openssl_pass", "long_option", "netrc_password", "prose_password", "prose_token",
+           "config_pair",
            "NAME_SEPARATOR", "assignment"]
 
 
@@ -194,6 +195,28 @@ def prose_password(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return [(start, end)] if is_credential_value(value) else []
 
 
+def prose_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """``… the cloudflare api token Le7Cvm5q…``, ``wandb login 11228bd9…``: a
+    value that looks random after a name that says token, key or secret (read
+    back over one more word: ``api token``, not ``sort key``), or after
+    ``login``; a value of 20 or more characters, 32 after ``login``."""
+    start, end = match.span("value")
+    while end > start and text[end - 1] in ".:,":
+        end -= 1
+    value = text[start:end]
+    if is_truncated(text, end) or not looks_random(value):
+        return []
+    word = text[match.start():match.start("value")].rstrip().lower()
+    if word == "login":
+        return [(start, end)] if len(value) >= 32 else []
+    window = text[max(0, match.start() - 40):match.start()]
+    name = window[len(window.rstrip(_NAME_CHARS)):] + word
+    if window.rstrip(_NAME_CHARS).endswith(" ") and name.lower() == word:
+        before = window.rstrip(_NAME_CHARS)[:-1]
+        name = before[len(before.rstrip(_NAME_CHARS)):] + name
+    return [(start, end)] if name_kind(name) in ("strong", "named") and len(value) >= 20 else []
+
+
 def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """``<add key="ApiKey" value="…"/>``: .NET and Java configuration files."""
     kind = name_kind(match.group("name"))
@@ -252,7 +275,7 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         while word_start > 0 and start - word_start < 24 and text[word_start - 1].isalpha():
             word_start -= 1
         two_words = text[word_start:start - 1] + name
-        if name_kind(two_words) in ("strong", "password"):
+        if name_kind(two_words) is not None:  # "app key: …" asks for a random value, "api key: …" for less
             name = two_words
     kind = name_kind(name)
     if kind is None:
@@ -269,6 +292,8 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
+    if separator == ":" and text[start - 2:start] == "${" and text.startswith("?", value.end("sep")):
+        return []  # ${SECRET_KEY:?message}: the shell's error message when the variable is unset
     group = value.lastgroup  # the value's own: eq, dq, sq, bq or bare
     if group == "bare" and separator == ":" and _TYPE.match(value.group(group)):
         annotated = _ANNOTATED.match(text, value.end())

@@ -14,9 +14,10 @@ What counts as one phrase.  Words are separated by white space, commas,
 quotes or brackets (a JSON array of words is a phrase), or by the numbers of a
 numbered list (``1. word`` ``2) word``); any other character between two words
 (``.`` ``:`` ``=`` ``-`` …) or a word not on the list ends the run.  A run
-that is not itself a phrase is read again without the words of prose that
-often frame a phrase at its ends (``seed phrase``, ``please keep``, …), and
-a run whose words are quoted in several strings is read string by string.
+that is not itself a phrase is read again without some of the words of prose
+that often frame a phrase at its ends (``seed phrase``, ``please keep``, at
+most four at each end), and a run whose words are quoted in several strings is
+read string by string.
 Nothing else is tried: a run is never searched for a phrase at every offset,
 because a longer list of words would then hold a valid one by chance.
 
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 from pathlib import Path
 
@@ -93,20 +95,20 @@ def is_seed_phrase(numbers: list[int]) -> bool:
 # Words of prose that often stand right before or after a phrase and are
 # themselves on the list ("my seed phrase", "please keep it safe").
 _FRAMING = frozenset({"seed", "phrase", "word", "key", "secret", "private", "this", "that", "please", "keep",
-                      "safe", "never", "share", "write", "paper", "save", "copy", "test", "example", "valid",
-                      "use", "also", "then", "now", "just", "only", "old", "code", "list", "below", "above"})
+                      "safe", "never", "share", "write", "paper", "save", "copy", "note", "remember", "test",
+                      "example", "sample", "valid", "correct", "exact", "entire", "real", "right", "use", "used",
+                      "give", "found", "first", "also", "then", "now", "just", "only", "old", "today", "thank",
+                      "okay", "code", "list", "below", "above"})
 
 # Where the rule's stretch holds twelve or more words of three to eight
 # letters with nothing but separators between them.  Words and separators
 # are disjoint classes, so each piece of text can be read only one way.
 _WORDS = re.compile(r"""(?<![A-Za-z])(?:[A-Za-z]{3,8}[ \t\r\n,"'\[\]0-9.):]+){11,}[A-Za-z]{3,8}(?![A-Za-z])""")
 _WORD = re.compile(r"[A-Za-z]+")
+_WORD_SPLIT = re.compile(r"([a-z]+)")
 _SOFT = re.compile(r"""[ \t\r\n,"'\[\]]*(?:[0-9]{1,2}[.):]?[ \t\r\n]+)?""")
+_SPACES = frozenset({" ", "\n", ", ", '", "', "', '"})  # the common soft separators, known without a look
 _QUOTES = frozenset("\"'")
-
-# (number on the list, start, end, separator before it)
-_Word = tuple[int, int, int, str]
-
 
 def seed_phrase(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """The check: each seed phrase in the stretch the rule matched, from its
@@ -114,61 +116,86 @@ def seed_phrase(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     start, end = match.span("run") if "run" in match.re.groupindex else match.span()
     if start > 0 and "A" <= text[start - 1] <= "Z":
         start -= 1  # the capital of a first word ("Abandon ability …") ended the stretch before it
+    # Most stretches are prose or code: twelve words of three to eight letters
+    # in a row are rare there, twelve words of the list rarer still, and
+    # reading them word by word is what costs; so look for both first.
+    stretch = _WORDS.search(text, start, end)
+    if stretch is None:
+        return []
+    found = _WORD.findall(text, stretch.start(), end)
+    found[:1] = [word.lower() for word in found[:1]]
+    if _TWELVE not in bytes(map(word_index().__contains__, found)):
+        return []
     spans = []
-    for stretch in _WORDS.finditer(text, start, end):
-        for run in _runs(text, stretch.start(), stretch.end()):
-            spans += _phrase(run)
+    while stretch is not None:
+        spans += _phrases(text, stretch.start(), stretch.end())
+        stretch = _WORDS.search(text, stretch.end(), end)
     return spans
 
 
-def _runs(text: str, start: int, end: int) -> list[list[_Word]]:
-    """The runs of words on the list between *start* and *end*, joined only by
-    soft separators."""
-    index = word_index()
-    runs: list[list[_Word]] = []
-    run: list[_Word] = []
-    last_end = start
-    for word in _WORD.finditer(text, start, end):
-        separator = text[last_end:word.start()]
-        last_end = word.end()
-        number = index.get(word.group().lower())
-        if number is None or (run and _SOFT.fullmatch(separator) is None):
-            if len(run) >= 12:
-                runs.append(run)
-            run = []
-        if number is not None:
-            run.append((number, word.start(), word.end(), separator))
-    if len(run) >= 12:
-        runs.append(run)
-    return runs
+_TWELVE = b"\x01" * 12
 
 
-def _phrase(run: list[_Word]) -> list[tuple[int, int]]:
-    """The span of the phrase a run is, read whole, without its framing
-    words, or string by string; none if it is not one."""
-    for candidate in _framings(run):
-        if is_seed_phrase([number for number, *_ in candidate]):
-            return [(candidate[0][1], candidate[-1][2])]
-    quoted = [i for i, (*_, separator) in enumerate(run) if i and _QUOTES & set(separator)]
-    if quoted and len(quoted) < len(run) - 1:
+class _Stretch:
+    """The words of a stretch that _WORDS found, their numbers on the list
+    (None off it), the separator before each and where each piece starts."""
+
+    def __init__(self, text: str, start: int, end: int) -> None:
+        # The stretch is ASCII, so lower-casing keeps its offsets.
+        pieces = _WORD_SPLIT.split(text[start:end].lower())  # separator, word, …, word, separator
+        self.separators = pieces[0:-1:2]
+        self.numbers = list(map(word_index().get, pieces[1::2]))
+        self.offsets = list(itertools.accumulate(map(len, pieces), initial=start))
+
+    def span(self, first: int, last: int) -> tuple[int, int]:
+        """From the start of word *first* to the end of word *last* - 1."""
+        return self.offsets[2 * first + 1], self.offsets[2 * last]
+
+
+def _phrases(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The phrases among the runs of list words between *start* and *end*
+    that only soft separators join."""
+    stretch = _Stretch(text, start, end)
+    numbers, separators = stretch.numbers, stretch.separators
+    spans = []
+    run = 0  # where the current run starts
+    for at in range(len(numbers) + 1):
+        if at < len(numbers) and numbers[at] is not None and (at == run or _is_soft(separators[at])):
+            continue
+        if at - run >= 12:
+            spans += _phrase(stretch, run, at)
+        run = at if at < len(numbers) and numbers[at] is not None else at + 1
+    return spans
+
+
+def _is_soft(separator: str) -> bool:
+    return separator in _SPACES or _SOFT.fullmatch(separator) is not None
+
+
+def _phrase(stretch: _Stretch, first: int, last: int) -> list[tuple[int, int]]:
+    """The span of the phrase that words *first* to *last* - 1 are, read
+    whole, without framing words, or string by string; none if they are not one."""
+    numbers = stretch.numbers
+    for start, end in _framings(numbers, first, last):
+        if is_seed_phrase(numbers[start:end]):
+            return [stretch.span(start, end)]
+    quoted = [at for at in range(first + 1, last) if _QUOTES & set(stretch.separators[at])]
+    if quoted and len(quoted) < last - first - 1:
         # Several strings of words: a JSON array of phrases, read one by one.
-        spans = []
-        for piece_start, piece_end in zip([0] + quoted, quoted + [len(run)]):
-            piece = run[piece_start:piece_end]
-            if is_seed_phrase([number for number, *_ in piece]):
-                spans.append((piece[0][1], piece[-1][2]))
-        return spans
+        return [stretch.span(start, end) for start, end in zip([first] + quoted, quoted + [last])
+                if is_seed_phrase(numbers[start:end])]
     return []
 
 
-def _framings(run: list[_Word]) -> list[list[_Word]]:
-    """The run, then without the framing words at its start, its end, both."""
+def _framings(numbers: list[int], first: int, last: int) -> list[tuple[int, int]]:
+    """The run, then the run without some of the framing words at its ends
+    (at most four at each end, as a phrase may start or end with one)."""
     listed = words()
-    framing = [listed[number] in _FRAMING for number, *_ in run]
-    head = 0
-    while head < len(run) and framing[head]:
+    head = first
+    while head < min(last, first + 4) and listed[numbers[head]] in _FRAMING:
         head += 1
-    tail = len(run)
-    while tail > head and framing[tail - 1]:
+    tail = last
+    while tail > max(head, last - 4) and listed[numbers[tail - 1]] in _FRAMING:
         tail -= 1
-    return [run, run[head:], run[:tail], run[head:tail]]
+    return [(start, end) for start in range(first, head + 1) for end in range(last, tail - 1, -1)
+            if end - start in PHRASE_LENGTHS]

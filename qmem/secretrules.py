@@ -63,9 +63,9 @@ the whole token):
 ``azure-key``             ``AccountKey=`` + 80 or more base64, ``SharedAccessKey=``
                           + 40 or more (connection strings) [the key]; 86 base64
                           + ``==`` (a storage account key) where the 120
-                          characters before it name Azure, storage, an account
-                          key or blobs, and not after ``sha512-`` or the word
-                          ``integrity``; an Entra ID client secret, 3 + a digit
+                          characters before it name Azure, storage, an account,
+                          blobs or ``key1``, and not after ``sha512-`` or the
+                          word ``integrity``; an Entra ID client secret, 3 + a digit
                           + ``Q~`` + 31 to 34
 ``digitalocean-token``    ``dop_v1_ doo_v1_ dor_v1_`` + 64 hex
 ``shopify-token``         ``shpat_ shpss_ shpca_ shppa_`` + 32 hex
@@ -167,8 +167,9 @@ the whole token):
                           ``sshpass`` and ``mongo``; ``mysql -p<password>``;
                           ``redis-cli -a <password>``; ``-passin pass:<password>``;
                           ``--password <value>``, ``--token <value>`` … (a long
-                          option named like a secret, the value after a space)
-                          [the value]
+                          option named like a secret, the value after a space);
+                          ``login <value>`` when the value looks random and has
+                          32 or more characters (``wandb login …``) [the value]
 ``netrc-password``        ``machine|login <word> password <value>`` [the value]
 ``credential-assignment`` ``name = value``, ``name: value``, ``"name": "value"``,
                           ``--name=value``, ``<name>value</name>``, ``name: Type =
@@ -180,9 +181,14 @@ the whole token):
                           ``AWS_SECRET_ACCESS_KEY``, ``clientSecret``,
                           ``authKey`` and ``private key`` count; ``Passwort``,
                           ``contraseña``, ``mot de passe`` … too), or is ``Pwd``
-                          in a ``;``-separated connection string; and
-                          ``password <value>`` in prose when the value mixes
-                          letters and digits [the value]
+                          in a ``;``-separated connection string, and a subscript
+                          by a string may follow the name (``api_key["auth"] =
+                          …``); ``password <value>`` in prose when the value
+                          mixes letters and digits; ``… token <value>``, ``… key
+                          <value>``, ``… secret <value>`` in prose when the name
+                          with the word before it says token, key or secret
+                          (``api token``, ``client secret``, not ``sort key``)
+                          and the value looks random [the value]
 
 A token must not follow a letter, digit or underscore, and a fixed-length one
 must not run on past its end either, so ``ghp_`` inside a longer identifier is
@@ -194,9 +200,8 @@ every family, for key ids and secrets alike, whether a value is an example
 rather than a credential: so AWS's documented ``AKIAIOSFODNN7EXAMPLE`` and
 ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` are both placeholders (they say
 ``EXAMPLE``), and so is ``abandon abandon … about``.  There is no list of
-exempt strings: a documented example that does not say what it is (Stripe's
-``sk_test_4eC39HqLyjWDarjtT1zdp7dc``, kubeadm's ``abcdef.0123456789abcdef``) is
-a finding like any other.  A bare 40-character base64 string is not a
+exempt strings: a documented example that does not say what it is (Stripe's test key in its
+API reference, kubeadm's ``abcdef.0123…``) is a finding like any other.  A bare 40-character base64 string is not a
 finding, because nothing distinguishes an AWS secret key from any other such
 string.
 
@@ -223,7 +228,7 @@ from dataclasses import dataclass
 
 from .secretcontext import (NAME_SEPARATOR, assignment, basic_credentials, bearer_token, config_pair,
                             credential_url, curl_user, long_option, netrc_password, openssl_pass,
-                            other_scheme_token, password_flag, prose_password)
+                            other_scheme_token, password_flag, prose_password, prose_token)
 from .secretphrase import seed_phrase
 from .secretshapes import (alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwt, mixed_case_token,
                            prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body,
@@ -479,6 +484,9 @@ RULES: tuple[Rule, ...] = (
     Rule("cli-credential", r"""--(?<![^\s]--)(?P<name>[a-z][a-z0-9-]{0,40})[ \t]+
                                ["']?(?P<value>[^\s"'`,;&()\[\]{}<>]{1,1024})""", long_option,
          folded=True),
+    Rule("cli-credential", r"""login(?<![a-z0-9_-]login)[ \t]+
+                               (?P<value>[^\s"'`,;()\[\]{}<>-][^\s"'`,;()\[\]{}<>]{31,1023})""", prose_token,
+         folded=True),
     Rule("netrc-password", r"""login(?<![a-z0-9_-]login)[ \t\r\n]+[^\s]+[ \t\r\n]+
                                password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
     Rule("netrc-password", r"""machine(?<![a-z0-9_-]machine)[ \t\r\n]+[^\s]+[ \t\r\n]+
@@ -493,6 +501,9 @@ RULES: tuple[Rule, ...] = (
       for ending in (r"pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?", "key", "authorization",
                      r"session(?:id)?", "passwort", "kennwort", "contrase[ñn]a", "senha", "wachtwoord", "пароль",
                      "mot[ ]de[ ]passe")),
+    # A name that says token, key or secret, a space, and a value that looks random.
+    *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
+           prose_token, folded=True) for word in ("token", "key", "secret")),
     Rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
                                       (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
          folded=True),

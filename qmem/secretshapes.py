@@ -44,9 +44,10 @@ def random_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 
 def alphanumeric_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
-    """A token with a short prefix: its body must mix letters and digits."""
+    """A token with a short prefix: its body must mix two of upper-case
+    letters, lower-case letters and digits, as generated ones do."""
     body = match.group("body")
-    if not any(c.isdigit() for c in body) or not any(c.isalpha() for c in body):
+    if (any(c.isupper() for c in body) + any(c.islower() for c in body) + any(c.isdigit() for c in body)) < 2:
         return []
     return prefixed_token(text, match)
 
@@ -90,13 +91,15 @@ def bootstrap_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # An Azure storage account key is 64 random bytes in base64; so is a SHA-512
 # digest, whose lockfile integrity line (sha512-…) must not count.
-_AZURE_CONTEXT = ("azure", "storage", "accountkey", "account key", "account_key", "account-key", "blob")
+_AZURE_CONTEXT = ("azure", "storage", "account", "blob", "key1", "key2", "primary key", "secondary key",
+                  "connection string")
 _DIGEST_PREFIXES = ("sha512-", "sha384-", "sha256-", "sha512:", "sha512=")
 
 
 def azure_storage_key(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """88 characters of base64 ending in ``==`` where the 120 characters
-    before it speak of Azure storage, and not a digest."""
+    before it speak of Azure storage (an account, blobs, ``key1``), and not a
+    digest."""
     start = match.start("head")
     window = text[max(0, start - 120):start].lower()
     if (not any(word in window for word in _AZURE_CONTEXT) or window.endswith(_DIGEST_PREFIXES)

@@ -379,6 +379,19 @@ def context_positives() -> list[tuple[str, str, str]]:
     for template, make in assignments:
         v = make()
         add("credential-assignment", template.format(v=v), v)
+
+    # A name and a value with only a space between them.
+    for template, make in [("the cloudflare api token {v} expires in May", lambda: r(URLSAFE, 40)),
+                           ("client secret {v} from the portal", lambda: r(ALNUM, 32)),
+                           ("aws secret key {v}", lambda: r(B64, 40)), ("use access token {v} for the API", lambda: r(URLSAFE, 43)),
+                           ("okta api token 00{v}", lambda: r(URLSAFE, 40))]:
+        v = make()
+        text = template.format(v=v)
+        secret = "00" + v if "00{v}" in template else v
+        add("credential-assignment", text, secret)
+    for template in ["wandb login {v}", "run `wandb login {v}` once"]:
+        v = r(HEX, 40)
+        add("cli-credential", template.format(v=v), v)
     return out
 
 
@@ -456,7 +469,51 @@ def family_negatives() -> list[str]:
         "serviceAccountName: builder\nvolumes:\n- name: token\n  projected:\n    sources:\n    - serviceAccountToken:\n"
         "        path: token\n        expirationSeconds: 3600\n",
     ]
-    return placeholders + look_alikes + references + kube
+    more = [
+        # lockfiles and digests
+        "yarn.lock: integrity sha1-" + base64.b64encode(RNG.randbytes(20)).decode(),
+        '"integrity": "sha512-' + base64.b64encode(RNG.randbytes(64)).decode() + '",\n"dev": true',
+        "pnpm-lock.yaml: resolution: {integrity: sha512-" + base64.b64encode(RNG.randbytes(64)).decode() + "}",
+        "Cargo.lock: checksum = \"" + r(HEX, 64) + "\"", "poetry.lock: hash = \"sha256:" + r(HEX, 64) + "\"",
+        "requirements.txt: requests==2.31.0 --hash=sha256:" + r(HEX, 64),
+        "flake.lock: \"narHash\": \"sha256-" + base64.b64encode(RNG.randbytes(32)).decode() + "\"",
+        "Gemfile.lock: BUNDLED WITH 2.5.3", "composer.lock: \"content-hash\": \"" + r(HEX, 32) + "\"",
+        "SHA256 (qmem-1.0.tar.gz) = " + r(HEX, 64), "sha512sum: " + r(HEX, 128),
+        "gpg: Signature made Mon 01 Jan 2024; using EDDSA key " + r(HEX, 40).upper(),
+        # base64 data
+        "data:application/octet-stream;base64," + base64.b64encode(RNG.randbytes(64)).decode(),
+        "cert: " + base64.b64encode(RNG.randbytes(180)).decode(),
+        "nonce=" + base64.b64encode(RNG.randbytes(16)).decode() + " iv=" + base64.b64encode(RNG.randbytes(12)).decode(),
+        # dotted identifiers and shell variables
+        "export PATH=$HOME/.local/bin:$PATH", 'echo "$API_TOKEN" | docker login --password-stdin',
+        "TOKEN=${TOKEN:-}", "SECRET_KEY=${SECRET_KEY:?missing}", "password: ${DB_PASS:-postgres}",
+        "api_key = self.settings.providers.openai.api_key", "token: $.data.attributes.token",
+        "secret: spec.template.spec.containers[0].env[1].valueFrom.secretKeyRef.key",
+        "auth_token = request.session.auth_token", "key = cache.key.for_user(user.id)",
+        "password = form.cleaned_data.password1", "api_key: str = Field(default_factory=lambda: os.environ['K'])",
+        # webhook docs
+        "Set TEAMS_WEBHOOK_URL to the URL Teams shows after you add the Incoming Webhook connector.",
+        "Power Automate: the trigger URL has a sig= parameter; treat the whole URL as a secret.",
+        "Google Chat webhooks: POST JSON to https://chat.googleapis.com/v1/spaces/{space}/messages?key=…&token=…",
+        "DingTalk robots take ?access_token=<token>; Feishu bots take /bot/v2/hook/<uuid>.",
+        "zapier: catch hook created at hooks.zapier.com (URL in 1Password)",
+        # manifests without tokens
+        "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\nkubernetesVersion: v1.29.0\n",
+        "apiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nbootstrapTokens:\n- token: \"<token>\"\n  ttl: 24h0m0s\n",
+        "kubeadm token generate  # prints a new token; do not paste it here",
+        "helm install app ./chart --set image.tag=" + r(HEX, 7) + " --set replicas=3",
+        # mnemonic-like prose
+        "mnemonic devices help: every good boy deserves fudge, my very educated mother just served us nachos",
+        "the wallet asks for twelve words; write them down in order and check the last one",
+        "BIP39 lists 2048 words from abandon to zoo; each phrase ends with a checksum word",
+        # a name and a word after it
+        "the token bucket holds 100 tokens per second", "sort key created_at_2024_05 orders the rows",
+        "the secret sauce is the cache warmer", "login with your SSO account", "docker login registry.example.com",
+        "idempotency key " + guid() + " was reused", "next page token CAoQAAAAAAAAAABBBBBB is opaque",
+        "token count 1234567890 exceeds the limit", "public key " + base64.b64encode(RNG.randbytes(32)).decode(),
+        "api key rotation is due on 2024-06-01", "the secret keeper role", "wandb login --relogin",
+    ]
+    return placeholders + look_alikes + references + kube + more
 
 
 def positives() -> list[tuple[str, str, str]]:
