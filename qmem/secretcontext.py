@@ -20,8 +20,8 @@ import binascii
 import re
 from urllib.parse import unquote
 
-from .secretvalues import (compact_name, is_credential_value, is_placeholder, is_strong_value, is_truncated,
-                           looks_random, name_kind, reads_as_credential)
+from .secretvalues import (SHORTEST_VALUE, compact_name, is_credential_value, is_placeholder, is_strong_value,
+                           is_truncated, looks_random, name_kind, reads_as_credential)
 
 __all__ = ["credential_url", "bearer_token", "other_scheme_token", "basic_credentials", "curl_user",
            "password_flag", "openssl_pass", "long_option", "netrc_password", "prose_password", "prose_token",
@@ -200,21 +200,24 @@ def prose_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     value that looks random after a name that says token, key or secret (read
     back over one more word: ``api token``, not ``sort key``), or after
     ``login``; a value of 20 or more characters, 32 after ``login``."""
+    word = text[match.start():match.start("value")].rstrip().lower()
+    if word != "login":
+        window = text[max(0, match.start() - 40):match.start()]
+        before = window.rstrip(_NAME_CHARS)
+        name = window[len(before):] + word
+        if not window[len(before):] and before.endswith(" "):
+            before = before[:-1]
+            name = before[len(before.rstrip(_NAME_CHARS)):] + name
+        if name_kind(name) not in ("strong", "named"):
+            return []
     start, end = match.span("value")
     while end > start and text[end - 1] in ".:,":
         end -= 1
     value = text[start:end]
-    if is_truncated(text, end) or not looks_random(value):
+    if (len(value) < (32 if word == "login" else 20) or is_truncated(text, end)
+            or not looks_random(value)):
         return []
-    word = text[match.start():match.start("value")].rstrip().lower()
-    if word == "login":
-        return [(start, end)] if len(value) >= 32 else []
-    window = text[max(0, match.start() - 40):match.start()]
-    name = window[len(window.rstrip(_NAME_CHARS)):] + word
-    if window.rstrip(_NAME_CHARS).endswith(" ") and name.lower() == word:
-        before = window.rstrip(_NAME_CHARS)[:-1]
-        name = before[len(before.rstrip(_NAME_CHARS)):] + name
-    return [(start, end)] if name_kind(name) in ("strong", "named") and len(value) >= 20 else []
+    return [(start, end)]
 
 
 def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
@@ -303,6 +306,8 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
                 return []
             group = value.lastgroup
     value_start, value_end = value.span(group)
+    if value_end - value_start < SHORTEST_VALUE:
+        return []  # no kind of name takes a value this short
     if group == "bare":
         if text[value_end:value_end + 1] in ("(", "[", "{") or (
                 text[value_end:value_end + 1] == "<" and separator != ">"):

@@ -230,9 +230,9 @@ from .secretcontext import (NAME_SEPARATOR, assignment, basic_credentials, beare
                             credential_url, curl_user, long_option, netrc_password, openssl_pass,
                             other_scheme_token, password_flag, prose_password, prose_token)
 from .secretphrase import seed_phrase
-from .secretshapes import (alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwt, mixed_case_token,
-                           prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body,
-                           webhook_url)
+from .secretshapes import (alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwt,
+                           mixed_case_token, prefixed_token, private_key, random_token, signed_webhook_url,
+                           telegram_token, token_body, webhook_url)
 
 __all__ = ["Check", "Rule", "RULES"]
 
@@ -253,6 +253,8 @@ class Rule:
     check: Check = prefixed_token
     folded: bool = False        # the pattern runs over the lower-cased text
     needle: str | None = None   # text every match starts with; None: the literal the pattern starts with
+    head: str | None = None     # a short pattern every match starts with; None: the pattern up to its
+                                # first named group outside any other group (see qmem.secretscan)
 
 
 def _prefixed(family: str, prefix: str, rest: str, check: Check = prefixed_token,
@@ -285,7 +287,8 @@ RULES: tuple[Rule, ...] = (
     Rule("seed-phrase", rf"""[^{_PHRASE}](?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", rf"""\A(?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", r"""1(?<![0-9A-Za-z]1)[.):]?[ \t]+[A-Za-z]{3,8}
-                           (?:[ \t\r\n,]+[0-9]{1,2}[.):]?[ \t]+[A-Za-z]{3,8}){11,}""", seed_phrase),
+                           (?:[ \t\r\n,]+[0-9]{1,2}[.):]?[ \t]+[A-Za-z]{3,8}){11,}""", seed_phrase,
+         head=r"1(?<![0-9A-Za-z]1)[.):]?[ \t]"),
     _prefixed("github-token", "gh", rf"[pousr]_(?P<body>[A-Za-z0-9]{{36}}){_TAIL}"),
     _prefixed("github-token", "github_pat_", rf"(?P<body>[A-Za-z0-9]{{22}}_[A-Za-z0-9]{{59}}){_TAIL}"),
     _prefixed("gitlab-token", "gl", r"""(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent|ffct|wt)-
@@ -458,10 +461,11 @@ RULES: tuple[Rule, ...] = (
     _prefixed("hubspot-token", "pat-", rf"(?:na|eu|ap)[0-9]-(?P<body>{_UUID}){_TAIL_DASH}", before="A-Za-z0-9_-"),
     _prefixed("clickup-token", "pk_", rf"(?P<body>[0-9]{{6,10}}_[A-Z0-9]{{32}}){_TAIL}"),
     Rule("jwt", r"""(?P<header>eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,4096})
-                    \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", jwt, needle="eyJ"),
+                    \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", jwt, needle="eyJ",
+         head=r"eyJ(?<![A-Za-z0-9_-]eyJ)"),
     Rule("bootstrap-token", r"""\.(?<=(?<![A-Za-z0-9_.-])(?P<head>[a-z0-9]{6})\.)(?P<body>[a-z0-9]{16})
                                 (?![A-Za-z0-9_.-])""", bootstrap_token),
-    Rule("credential-url", r"""://[^\s"'<>`\\()\[\]{}]+""", credential_url),
+    Rule("credential-url", r"""://[^\s"'<>`\\()\[\]{}]+""", credential_url, head="://"),
     # Headers.  These run over the lower-cased text (offsets are the same):
     # a literal prefix there is found fast where (?i) would try every position.
     Rule("basic-auth", r"""basic(?<![a-z0-9_]basic)[ \t]+(?P<token>[a-z0-9+/]{8,}={0,2})
@@ -478,7 +482,8 @@ RULES: tuple[Rule, ...] = (
     Rule("cli-credential", r"""-(?<![^\s]-)(?:[A-Za-z]{0,6}[uU]|-user|-proxy-user)(?:[ \t]+|=)
                                ["']?(?P<user>[^\s:"'$]*):(?P<password>[^\s"']+)""", curl_user),
     Rule("cli-credential", r"""-(?<![^\s]-)(?P<flag>[paw])(?P<space>[ \t]+)?
-                               (?P<q>["']?)(?P<value>[^\s"'-][^\s"']*)""", password_flag),
+                               (?P<q>["']?)(?P<value>[^\s"'-][^\s"']*)""", password_flag,
+         head=r"-(?<![^\s]-)[paw]"),
     Rule("cli-credential", r"""-pass(?<![^\s]-pass)(?:in|out)?[ \t]+
                                ["']?pass:(?P<value>[^\s"']+)""", openssl_pass),
     Rule("cli-credential", r"""--(?<![^\s]--)(?P<name>[a-z][a-z0-9-]{0,40})[ \t]+
@@ -486,7 +491,7 @@ RULES: tuple[Rule, ...] = (
          folded=True),
     Rule("cli-credential", r"""login(?<![a-z0-9_-]login)[ \t]+
                                (?P<value>[^\s"'`,;()\[\]{}<>-][^\s"'`,;()\[\]{}<>]{31,1023})""", prose_token,
-         folded=True),
+         folded=True, head=r"""login(?<![a-z0-9_-]login)[ \t]+[^\s"'`,;()\[\]{}<>-][^\s"'`,;()\[\]{}<>]{31}"""),
     Rule("netrc-password", r"""login(?<![a-z0-9_-]login)[ \t\r\n]+[^\s]+[ \t\r\n]+
                                password[ \t\r\n]+(?P<value>[^\s]+)""", netrc_password, folded=True),
     Rule("netrc-password", r"""machine(?<![a-z0-9_-]machine)[ \t\r\n]+[^\s]+[ \t\r\n]+
@@ -503,7 +508,8 @@ RULES: tuple[Rule, ...] = (
                      "mot[ ]de[ ]passe")),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
-           prose_token, folded=True) for word in ("token", "key", "secret")),
+           prose_token, folded=True, head=rf"""{word}[ \t]+[^\s"'`,;()\[\]{{}}<>]{{20}}""")
+      for word in ("token", "key", "secret")),
     Rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
                                       (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
          folded=True),

@@ -71,11 +71,41 @@ class _CompiledRule:
     check: Check
     folded: bool  # the pattern runs over the lower-cased text
     needle: str   # text every match starts with, if any
+    head: str     # a short pattern every match starts with, if any
 
 
 def _compile(rule: Rule) -> _CompiledRule:
     needle = _leading_literal(rule.pattern) if rule.needle is None else rule.needle
-    return _CompiledRule(rule.family, re.compile(rule.pattern, re.VERBOSE), rule.check, rule.folded, needle)
+    head = _head(rule.pattern) if rule.head is None else rule.head
+    return _CompiledRule(rule.family, re.compile(rule.pattern, re.VERBOSE), rule.check, rule.folded, needle, head)
+
+
+def _head(pattern: str) -> str:
+    """The (verbose) pattern up to its first named group outside any other
+    group -- where a token's variable part starts -- or the whole pattern."""
+    depth = 0
+    in_class = False
+    at = 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            at += 1 + pattern.startswith("^", at + 1)
+            at += pattern.startswith("]", at)  # a "]" first in a class is a member
+            continue
+        elif char == "(":
+            if depth == 0 and pattern.startswith("(?P<", at):
+                return pattern[:at]
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        at += 1
+    return pattern
 
 
 def _leading_literal(pattern: str) -> str:
@@ -100,14 +130,19 @@ def _leading_literal(pattern: str) -> str:
 @dataclass(frozen=True)
 class _Group:
     """Rules whose matches all start with the same character, over the same
-    copy of the text.  One search for the union of their patterns finds every
-    place where one of them matches, and each rule is tried there alone: a
-    search costs a pass over the text, and one pass per first character
-    instead of one per rule is most of the scan's speed."""
+    copy of the text.  One search for the union of their heads (the short
+    patterns every match of each starts with) finds every place where one of
+    them may match, and each rule is tried there alone: a search costs a pass
+    over the text, and one pass per first character instead of one per rule is
+    most of the scan's speed.  The union is of heads, not of whole patterns,
+    so that a search never reads far: a whole pattern could match again inside
+    its own last match (a URL inside a URL), and searching for it from every
+    place in there would take time quadratic in its length."""
 
     union: re.Pattern[str]
     members: tuple[int, ...]  # positions in _RULES
     folded: bool
+    start: str                # the character every match starts with
 
 
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
@@ -115,9 +150,8 @@ _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
 
 def _union(rules: list[_CompiledRule]) -> re.Pattern[str]:
     # The union only finds where to look, so its groups need no names (and
-    # two rules may name theirs alike); each rule's own match is taken again.
-    return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.pattern.pattern)}\n)" for rule in rules),
-                      re.VERBOSE)
+    # two heads may name theirs alike); each rule's own match is taken again.
+    return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.head)}\n)" for rule in rules), re.VERBOSE)
 
 
 # Most specific first: that order settles overlapping findings.
@@ -130,12 +164,12 @@ def _plan(rules: tuple[_CompiledRule, ...]) -> tuple[tuple[_Group, ...], tuple[i
     by_start: dict[tuple[bool, str], list[int]] = {}
     alone = []
     for number, rule in enumerate(rules):
-        if rule.needle:
+        if rule.needle and rule.head:
             by_start.setdefault((rule.folded, rule.needle[0]), []).append(number)
         else:
             alone.append(number)
-    groups = tuple(_Group(_union([rules[n] for n in members]), tuple(members), folded)
-                   for (folded, _), members in by_start.items())
+    groups = tuple(_Group(_union([rules[n] for n in members]), tuple(members), folded, start)
+                   for (folded, start), members in by_start.items())
     return groups, tuple(alone)
 
 
@@ -166,58 +200,60 @@ def scan(text: str) -> list[Finding]:
         raise TypeError(f"scan() needs a str, not {type(text).__qualname__}")
     folded = _fold(text)
     short = len(text) <= _SHORT
-    spans: list[list[tuple[int, int]]] = [[] for _ in _RULES]
+    spans: dict[int, list[tuple[int, int]]] = {}  # by position in _RULES, for the rules that found any
     for group in _GROUPS:
         source = folded if group.folded else text
-        # For a short text, looking for each literal is far cheaper than a search.
-        members = [n for n in group.members if not short or _RULES[n].needle in source]
-        if len(members) == 1:
-            _run_alone(members[0], text, source, spans)
-        elif members:
-            _run_group(group.union, members, text, source, spans)
+        # For a short text, looking for a character is far cheaper than a search.
+        if short and group.start not in source:
+            continue
+        hit = group.union.search(source)
+        if hit is not None:
+            _run_group(group, hit, text, source, spans)
     for number in _ALONE:
-        _run_alone(number, text, folded if _RULES[number].folded else text, spans)
+        rule = _RULES[number]
+        found = [span for match in rule.pattern.finditer(folded if rule.folded else text)
+                 for span in rule.check(text, match)]
+        if found:
+            spans[number] = found
     return _disjoint(spans)
 
 
-def _run_alone(number: int, text: str, source: str, spans: list[list[tuple[int, int]]]) -> None:
-    rule = _RULES[number]
-    spans[number] = [span for match in rule.pattern.finditer(source) for span in rule.check(text, match)]
-
-
-def _run_group(union: re.Pattern[str], members: list[int], text: str, source: str,
-               spans: list[list[tuple[int, int]]]) -> None:
-    """Find, with searches of a group's *union*, the matches of each of its
-    *members* that ``finditer`` would find, and check them."""
-    resume = dict.fromkeys(members, 0)  # where each rule's next match may start
-    at = 0
-    while (hit := union.search(source, at)) is not None:
+def _run_group(group: _Group, hit: re.Match[str] | None, text: str, source: str,
+               spans: dict[int, list[tuple[int, int]]]) -> None:
+    """Find, with searches of the *group*'s union from its first *hit* on,
+    the matches of each of its members that ``finditer`` would find, and
+    check them."""
+    resume = dict.fromkeys(group.members, 0)  # where each rule's next match may start
+    while hit is not None:
         start = hit.start()
-        for number in members:
-            if start < resume[number]:
-                continue
+        for number in group.members:
             rule = _RULES[number]
+            if start < resume[number] or not source.startswith(rule.needle, start):
+                continue
             match = rule.pattern.match(source, start)
             if match is not None:
-                spans[number] += rule.check(text, match)
+                found = rule.check(text, match)
+                if found:
+                    spans.setdefault(number, []).extend(found)
                 resume[number] = max(match.end(), start + 1)
-        at = start + 1
+        hit = group.union.search(source, start + 1)
 
 
-def _disjoint(spans: list[list[tuple[int, int]]]) -> list[Finding]:
+def _disjoint(spans: dict[int, list[tuple[int, int]]]) -> list[Finding]:
     """The findings: each rule's spans, in the table's order, that overlap
     nothing taken before them (nor each other), ordered by position."""
     starts: list[int] = []  # of the spans taken, sorted; they never overlap
     ends: list[int] = []
     families: list[str] = []
-    for rule, found in zip(_RULES, spans):
-        for start, end in sorted(found):
+    for number in sorted(spans):
+        family = _RULES[number].family
+        for start, end in sorted(spans[number]):
             at = bisect.bisect_right(starts, start)
             if (at and ends[at - 1] > start) or (at < len(starts) and starts[at] < end):
                 continue
             starts.insert(at, start)
             ends.insert(at, end)
-            families.insert(at, rule.family)
+            families.insert(at, family)
     return [Finding(family, start, end) for family, start, end in zip(families, starts, ends)]
 
 

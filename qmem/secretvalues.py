@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_placeholder", "is_truncated", "is_credential_value", "is_strong_value", "looks_random",
+__all__ = ["SHORTEST_VALUE", "is_placeholder", "is_truncated", "is_credential_value", "is_strong_value", "looks_random",
            "compact_name", "name_kind", "reads_as_credential"]
 
 
@@ -125,7 +125,8 @@ def is_truncated(text: str, end: int) -> bool:
 
 # --- generic values -----------------------------------------------------------
 
-_MIN_VALUE = 6
+SHORTEST_VALUE = 6
+"""No generic value shorter than this reads as a credential."""
 _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@/-]*\Z")
 _YAML_TAG = re.compile(r"!{1,2}[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -146,7 +147,7 @@ _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 
 def is_credential_value(value: str) -> bool:
     """Whether a generic value reads as a credential (see "Generic values")."""
-    if len(value) < _MIN_VALUE or is_placeholder(value):
+    if len(value) < SHORTEST_VALUE or is_placeholder(value):
         return False
     if (_URL_START.match(value) or _YAML_TAG.match(value) or value.startswith(_PUBLIC_PREFIXES)
             or _COLOR.match(value) or _CALL.match(value) or _VERSION.match(value)

@@ -729,7 +729,21 @@ def value_inputs(length: int = VALUE_INPUT) -> Iterator[tuple[str, str]]:
             yield f"{setting!r} + {filler!r}", setting + "a" + filler * (length // len(filler)) + "!x"
 
 
-HOSTILE_INPUTS = {"rules": rule_inputs, "pieces": piece_inputs, "values": value_inputs}
+LARGE_INPUT = 2_000_000  # a quadratic scan of any of these takes hours; the linear one, seconds
+# Texts where a match can start again inside the last one (a URL in a URL, a
+# numbered list whose items are numbered lists) or a token's body holds its
+# own prefix: a search that looks from every place in there is quadratic.
+LARGE_PIECES = ["://", "https://a", "abandon 1 ", "1. abandon\n", "whsec_+", "sntrys_-", "xoxe-1-",
+                "a" * 32 + "-us1-", "Q~" + "a" * 33, "==" + "A" * 84]
+
+
+def large_inputs(size: int = LARGE_INPUT) -> Iterator[tuple[str, str]]:
+    """A few pieces repeated to *size* characters."""
+    for piece in LARGE_PIECES:
+        yield f"{piece[:30]!r} repeated to {size:,}", (piece * (size // len(piece) + 1))[:size]
+
+
+HOSTILE_INPUTS = {"rules": rule_inputs, "pieces": piece_inputs, "values": value_inputs, "large": large_inputs}
 DONE = "all scanned"
 
 
@@ -789,6 +803,9 @@ class BacktrackingTests(unittest.TestCase):
 
     def test_hostile_pieces(self) -> None:
         self.assertEqual(self.scan_under_watchdog("pieces"), len(PIECES) + 12)
+
+    def test_large_inputs_where_a_match_starts_inside_the_last(self) -> None:
+        self.assertEqual(self.scan_under_watchdog("large"), len(LARGE_PIECES))
 
     def test_every_value_check_on_long_values(self) -> None:
         self.assertEqual(self.scan_under_watchdog("values"), len(VALUE_SETTINGS) * len(VALUE_FILLERS))
