@@ -39,6 +39,8 @@ _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 def credential_url(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A URL: the password of its userinfo, and each query or fragment
     parameter named like a secret whose value reads as a credential."""
+    if not any(mark in match.group() for mark in "@?#"):
+        return []  # no userinfo, query or fragment: most URLs
     # The pattern starts at "://" (a literal the engine finds fast); the
     # scheme before it is read here, at most 32 characters back.
     start = match.start()
@@ -234,10 +236,16 @@ def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 # After the name: its closing quote (escaped in JSON inside a string) or
 # bracket, or a subscript by a string (api_key["appKeyAuth"]), then the
-# separator.
+# separator, then the start of a value long enough to read as a credential
+# (SHORTEST_VALUE characters after an opening quote, if any; not a call or a
+# subscript) or of a type annotation (api_key: str = …): most names in code
+# fail here, before any check.
 _SUBSCRIPT = r"""(?: \[ [ \t]* ["'] [^"'\n\]]{1,64} ["'] [ \t]* \] )?"""
+_VALUE_AHEAD = (r"""[ \t]* (?: (?: \\" | [rbuRBU]{0,2}["'`] ) [^\s"'`]{%d}
+                         | (?![A-Za-z_][\w.]*[(\[{]) [^\s"'`]{%d}
+                         | [A-Za-z_&*][\w.|&*]*[ \t]*= )""" % (SHORTEST_VALUE, SHORTEST_VALUE))
 NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] )
-                    | [ \t]+ (?:is|was) [ \t:] )""")
+                    | [ \t]+ (?:is|was) [ \t:] :? ) """ + _VALUE_AHEAD)
 _VALUE = re.compile(_SUBSCRIPT + r"""
     (?:\\?["'])? \]? [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
     (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"

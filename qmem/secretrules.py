@@ -263,9 +263,20 @@ def _prefixed(family: str, prefix: str, rest: str, check: Check = prefixed_token
 
     The boundary is checked after the prefix (a look-behind over the prefix),
     so the pattern starts with a literal that the engine searches for fast.
+    The rule's head (what the engine's combined search looks for) takes in up
+    to twelve characters of the body, so that words that merely start like
+    the prefix ("pattern" for "pat…") stop no search.
     """
     literal = re.escape(prefix)
-    return Rule(family, f"{literal}(?<![{before}]{literal}){rest}", check)
+    start = f"{literal}(?<![{before}]{literal})"
+    body = _BODY_START.match(rest)
+    head = None if body is None else f"{start}{body['before']}{body['chars']}{{{min(int(body['count']), 12)}}}"
+    return Rule(family, f"{start}{rest}", check, head=head)
+
+
+# The start of a token's body in a rule: what comes before it, its first
+# character class and how many of those it takes at least.
+_BODY_START = re.compile(r"(?P<before>.*?)\(\?P<body>(?P<chars>\[[^\]]+\])\{(?P<count>[0-9]+)", re.DOTALL)
 
 
 _TAIL = r"(?![A-Za-z0-9_])"      # a fixed-length token does not run on
@@ -464,7 +475,8 @@ RULES: tuple[Rule, ...] = (
                     \. eyJ[A-Za-z0-9_-]{5,} \. [A-Za-z0-9_-]{16,}""", jwt, needle="eyJ",
          head=r"eyJ(?<![A-Za-z0-9_-]eyJ)"),
     Rule("bootstrap-token", r"""\.(?<=(?<![A-Za-z0-9_.-])(?P<head>[a-z0-9]{6})\.)(?P<body>[a-z0-9]{16})
-                                (?![A-Za-z0-9_.-])""", bootstrap_token),
+                                (?![A-Za-z0-9_.-])""", bootstrap_token,
+         head=r"\.(?<=(?<![A-Za-z0-9_.-])[a-z0-9]{6}\.)[a-z0-9]{16}(?![A-Za-z0-9_.-])"),
     Rule("credential-url", r"""://[^\s"'<>`\\()\[\]{}]+""", credential_url, head="://"),
     # Headers.  These run over the lower-cased text (offsets are the same):
     # a literal prefix there is found fast where (?i) would try every position.
@@ -488,7 +500,7 @@ RULES: tuple[Rule, ...] = (
                                ["']?pass:(?P<value>[^\s"']+)""", openssl_pass),
     Rule("cli-credential", r"""--(?<![^\s]--)(?P<name>[a-z][a-z0-9-]{0,40})[ \t]+
                                ["']?(?P<value>[^\s"'`,;&()\[\]{}<>]{1,1024})""", long_option,
-         folded=True),
+         folded=True, head=r"--(?<![^\s]--)[a-z]"),
     Rule("cli-credential", r"""login(?<![a-z0-9_-]login)[ \t]+
                                (?P<value>[^\s"'`,;()\[\]{}<>-][^\s"'`,;()\[\]{}<>]{31,1023})""", prose_token,
          folded=True, head=r"""login(?<![a-z0-9_-]login)[ \t]+[^\s"'`,;()\[\]{}<>-][^\s"'`,;()\[\]{}<>]{31}"""),
@@ -504,8 +516,12 @@ RULES: tuple[Rule, ...] = (
     # rule per ending, so that each starts with a literal.
     *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True)
       for ending in (r"pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?", "key", "authorization",
-                     r"session(?:id)?", "passwort", "kennwort", "contrase[ñn]a", "senha", "wachtwoord", "пароль",
+                     r"session(?:id)?", "passwort", "kennwort", "contrase[ñn]a", "senha", "wachtwoord",
                      "mot[ ]de[ ]passe")),
+    # The one ending beyond Latin-1, which the lower-cased copy of the text
+    # does not keep (see qmem.secretscan): its cases, over the text itself.
+    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment)
+      for ending in ("пароль", "Пароль", "ПАРОЛЬ")),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
            prose_token, folded=True, head=rf"""{word}[ \t]+[^\s"'`,;()\[\]{{}}<>]{{20}}""")

@@ -42,6 +42,7 @@ list that ships with qmem is missing or damaged, the first time a text needs it.
 from __future__ import annotations
 
 import bisect
+import codecs
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class _Group:
     members: tuple[int, ...]  # positions in _RULES
     folded: bool
     start: str                # the character every match starts with
+    by_start: dict[str, tuple[int, ...]]  # the members a match may be of, by its first two characters
 
 
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
@@ -168,9 +170,18 @@ def _plan(rules: tuple[_CompiledRule, ...]) -> tuple[tuple[_Group, ...], tuple[i
             by_start.setdefault((rule.folded, rule.needle[0]), []).append(number)
         else:
             alone.append(number)
-    groups = tuple(_Group(_union([rules[n] for n in members]), tuple(members), folded, start)
+    groups = tuple(_Group(_union([rules[n] for n in members]), tuple(members), folded, start,
+                          _by_start([rules[n] for n in members], members))
                    for (folded, start), members in by_start.items())
     return groups, tuple(alone)
+
+
+def _by_start(rules: list[_CompiledRule], members: list[int]) -> dict[str, tuple[int, ...]]:
+    """For each first two characters of a member's needle, the members whose
+    needle may start so (one of one character starts anyhow), in order."""
+    starts = {rule.needle[:2] for rule in rules if len(rule.needle) >= 2}
+    return {start: tuple(n for rule, n in zip(rules, members) if rule.needle[:2] in (start, start[:len(rule.needle)]))
+            for start in starts}
 
 
 _GROUPS, _ALONE = _plan(_RULES)
@@ -181,13 +192,32 @@ FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(rule.family for rule in _RULES))
 """Every family name :func:`scan` can report, most specific first."""
 
 
+# The lower-cased copy is one byte a character: Latin-1, with every character
+# beyond it replaced ("?", or " " for white space, so that "\s" still finds
+# it).  str.lower on a text holding one emoji is several times slower, and the
+# folded rules name no character beyond Latin-1 (the Russian ending runs over
+# the text itself).  Checks read the text, never the copy.
+_NOT_SPACE = re.compile(r"\S")
+_SPACE = re.compile(r"\s")
+_NARROW = "qmem.secretscan.narrow"
+_LOWER = bytes(ord(chr(c).lower()) for c in range(256))  # Latin-1 lower-cases within Latin-1
+
+
+def _narrow(error: UnicodeError) -> tuple[str, int]:
+    """Encoding error handler: each character beyond Latin-1 becomes "?" (" " if white space)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return _SPACE.sub(" ", _NOT_SPACE.sub("?", error.object[error.start:error.end])), error.end
+
+
+codecs.register_error(_NARROW, _narrow)
+
+
 def _fold(text: str) -> str:
-    """A lower-cased copy of *text* with the same offsets."""
-    folded = text.lower()
-    if len(folded) == len(text):
-        return folded
-    # A few characters lower-case to two (U+0130); keep those as they are.
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    """A lower-cased copy of *text* with the same offsets (see above)."""
+    if text.isascii():
+        return text.lower()
+    return text.encode("latin-1", _NARROW).translate(_LOWER).decode("latin-1")
 
 
 def scan(text: str) -> list[Finding]:
@@ -226,7 +256,7 @@ def _run_group(group: _Group, hit: re.Match[str] | None, text: str, source: str,
     resume = dict.fromkeys(group.members, 0)  # where each rule's next match may start
     while hit is not None:
         start = hit.start()
-        for number in group.members:
+        for number in group.by_start.get(source[start:start + 2], group.members):
             rule = _RULES[number]
             if start < resume[number] or not source.startswith(rule.needle, start):
                 continue

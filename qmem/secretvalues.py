@@ -145,6 +145,9 @@ _HUMP = re.compile(r"[A-Z][a-z]{2,}")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 
 
+_DIGIT_OR_SYMBOL = re.compile(r"[^\w.-]|\d")  # anything but a letter, "_", "." or "-"
+
+
 def is_credential_value(value: str) -> bool:
     """Whether a generic value reads as a credential (see "Generic values")."""
     if len(value) < SHORTEST_VALUE or is_placeholder(value):
@@ -157,8 +160,7 @@ def is_credential_value(value: str) -> bool:
     # Words and identifiers ("required", "db_password", "os.environ") are how
     # prose and code mention a secret; real ones almost always mix in digits
     # or symbols, or are long runs of letters in no pattern of case.
-    return (any(c.isdigit() or not (c.isalpha() or c in "_.-") for c in value)
-            or _looks_generated(value))
+    return _DIGIT_OR_SYMBOL.search(value) is not None or _looks_generated(value)
 
 
 def _is_code(value: str) -> bool:

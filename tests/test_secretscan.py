@@ -613,7 +613,7 @@ EXTRA_SAMPLES = [
     "openssl rsa -in key.pem -passin pass:" + "Tr0ub4dor&3x",
     "machine h.example password " + "Zq8vX2pLm4",
     "Kennwort: " + "Zq8vX2pLm4", "senha = " + "Zq8vX2pLm4", "wachtwoord: " + "Zq8vX2pLm4",
-    "пароль: " + "Zq8vX2pLm4",
+    "пароль: " + "Zq8vX2pLm4", "Пароль = " + "Zq8vX2pLm4", "ПАРОЛЬ: " + "Zq8vX2pLm4",
 ]
 
 # Hostile pieces, each repeated to PIECE_INPUT characters: prefixes, separators, half-made
