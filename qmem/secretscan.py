@@ -30,9 +30,10 @@ Use upstream secret management and independent scanners where that matters.
 This module is the engine: it compiles the rules, runs them over the text
 (or its lower-cased copy), hands each match to the rule's check and keeps the
 spans that overlap nothing found before.  Rules whose matches start with the
-same character are searched for together, with one search of the union of
-their patterns: a search costs a pass over the text, and there are over a
-hundred rules but only a few dozen first characters.
+same character are searched for together, with one search for the union of
+their heads (the short patterns their matches start with): a search costs a
+pass over the text, and there are over a hundred rules but only a few dozen
+first characters.
 
 Errors: ``TypeError`` for a value that is not a str, and
 :class:`~qmem.errors.QmemError` (category ``installation``) if the BIP39 word

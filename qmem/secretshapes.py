@@ -1,4 +1,5 @@
-"""Checks for credentials known by their own shape: prefixed tokens, JWTs, webhook URLs, private keys.
+"""Checks for credentials known by their own shape: prefixed tokens, JWTs, webhook URLs, private keys,
+tokens found at a mark inside them, bootstrap tokens and Azure keys in their setting.
 
 A rule of :mod:`qmem.secretrules` finds a candidate; its check here decides
 whether the match holds up and returns the span to report (the whole token,
@@ -22,9 +23,9 @@ import re
 
 from .secretvalues import is_placeholder, is_truncated, looks_random
 
-__all__ = ["prefixed_token", "random_token", "alphanumeric_token", "mixed_case_token", "headed_token", "bootstrap_token",
-           "azure_storage_key", "jwt", "discord_token", "webhook_url", "signed_webhook_url", "telegram_token",
-           "token_body", "private_key"]
+__all__ = ["prefixed_token", "random_token", "alphanumeric_token", "mixed_case_token", "headed_token",
+           "bootstrap_token", "azure_storage_key", "jwt", "discord_token", "webhook_url", "signed_webhook_url",
+           "telegram_token", "token_body", "private_key"]
 
 
 # --- tokens ---------------------------------------------------------------------

@@ -424,7 +424,8 @@ class WebhookTests(unittest.TestCase):
         for text in [
             "https://prod-1.westus.logic.azure.com/workflows/" + rand(HEX, 32)
             + "/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun",
-            "https://prod-1.westus.logic.azure.com/workflows/" + rand(HEX, 32) + "/triggers/manual/paths/invoke?sig=<sig>",
+            "https://prod-1.westus.logic.azure.com/workflows/" + rand(HEX, 32)
+            + "/triggers/manual/paths/invoke?sig=<sig>",
             "https://chat.googleapis.com/v1/spaces/SPACE/messages?key=KEY&token=TOKEN",
             "https://acme.webhook.office.com/webhook" + "b2/<group>@<tenant>/IncomingWebhook/<id>/<owner>",
             "https://open.feishu.cn/open-apis/bot/v2/hook/xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
@@ -441,7 +442,8 @@ class NewFamilyTests(unittest.TestCase):
         cases = [
             ("terraform-token", rand(ALNUM, 14) + ".atlas" + "v1." + rand(URLSAFE, 67)),
             ("braintree-token", "access_token$" + "production$" + rand(LOWER_ALNUM, 16) + "$" + rand(HEX, 32)),
-            ("mailchimp-key", rand(HEX, 32) + "-us" + "7"), ("postman-key", "PM" + "AK-" + rand(HEX, 24) + "-" + rand(HEX, 34)),
+            ("mailchimp-key", rand(HEX, 32) + "-us" + "7"),
+            ("postman-key", "PM" + "AK-" + rand(HEX, 24) + "-" + rand(HEX, 34)),
             ("mailgun-key", rand(HEX, 32) + "-" + rand(HEX, 8) + "-" + rand(HEX, 8)),
             ("facebook-token", "EA" + "AG" + rand(ALNUM, 160)),
         ]
@@ -453,7 +455,8 @@ class NewFamilyTests(unittest.TestCase):
 
     def test_bootstrap_token_needs_its_setting(self) -> None:
         token = rand(LOWER_ALNUM, 6, 1) + "." + rand(LOWER_ALNUM, 16, 2)
-        for text in [f"kubeadm join 10.0.0.1:6443 --token {token} --discovery-token-ca-cert-hash sha256:{rand(HEX, 64)}",
+        for text in [f"kubeadm join 10.0.0.1:6443 --token {token} --discovery-token-ca-cert-hash "
+                     f"sha256:{rand(HEX, 64)}",
                      f"bootstrapTokens:\n- token: {token}\n", f"the join token is {token}"]:
             with self.subTest(text=text[:50]):
                 self.assertEqual([(f.family, text[f.start:f.end]) for f in scan(text)], [("bootstrap-token", token)])
