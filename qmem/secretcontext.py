@@ -20,11 +20,12 @@ import binascii
 import re
 from urllib.parse import unquote
 
-from .secretvalues import (compact_name, is_credential_value, is_placeholder, is_strong_value, is_truncated,
-                           looks_random, name_kind, reads_as_credential)
+from .secretvalues import (SHORTEST_VALUE, compact_name, is_credential_value, is_placeholder, is_strong_value,
+                           is_truncated, looks_random, name_kind, reads_as_credential)
 
 __all__ = ["credential_url", "bearer_token", "other_scheme_token", "basic_credentials", "curl_user",
-           "password_flag", "openssl_pass", "long_option", "netrc_password", "prose_password", "config_pair",
+           "password_flag", "openssl_pass", "long_option", "netrc_password", "prose_password", "prose_token",
+           "config_pair",
            "NAME_SEPARATOR", "assignment"]
 
 
@@ -38,6 +39,8 @@ _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 def credential_url(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A URL: the password of its userinfo, and each query or fragment
     parameter named like a secret whose value reads as a credential."""
+    if not any(mark in match.group() for mark in "@?#"):
+        return []  # no userinfo, query or fragment: most URLs
     # The pattern starts at "://" (a literal the engine finds fast); the
     # scheme before it is read here, at most 32 characters back.
     start = match.start()
@@ -194,6 +197,31 @@ def prose_password(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return [(start, end)] if is_credential_value(value) else []
 
 
+def prose_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """``… the cloudflare api token Le7Cvm5q…``, ``wandb login 11228bd9…``: a
+    value that looks random after a name that says token, key or secret (read
+    back over one more word: ``api token``, not ``sort key``), or after
+    ``login``; a value of 20 or more characters, 32 after ``login``."""
+    word = text[match.start():match.start("value")].rstrip().lower()
+    if word != "login":
+        window = text[max(0, match.start() - 40):match.start()]
+        before = window.rstrip(_NAME_CHARS)
+        name = window[len(before):] + word
+        if not window[len(before):] and before.endswith(" "):
+            before = before[:-1]
+            name = before[len(before.rstrip(_NAME_CHARS)):] + name
+        if name_kind(name) not in ("strong", "named"):
+            return []
+    start, end = match.span("value")
+    while end > start and text[end - 1] in ".:,":
+        end -= 1
+    value = text[start:end]
+    if (len(value) < (32 if word == "login" else 20) or is_truncated(text, end)
+            or not looks_random(value)):
+        return []
+    return [(start, end)]
+
+
 def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """``<add key="ApiKey" value="…"/>``: .NET and Java configuration files."""
     kind = name_kind(match.group("name"))
@@ -205,11 +233,20 @@ def config_pair(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # --- assignments ----------------------------------------------------------
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 # After the name: its closing quote (escaped in JSON inside a string) or
-# bracket, then the separator.
-NAME_SEPARATOR = r"""(?: (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] ) | [ \t]+ (?:is|was) [ \t:] )"""
-_VALUE = re.compile(r"""
+# bracket, or a subscript by a string (api_key["appKeyAuth"]), then the
+# separator, then the start of a value long enough to read as a credential
+# (SHORTEST_VALUE characters after an opening quote, if any; not a call or a
+# subscript) or of a type annotation (api_key: str = …): most names in code
+# fail here, before any check.
+_SUBSCRIPT = r"""(?: \[ [ \t]* ["'] [^"'\n\]]{1,64} ["'] [ \t]* \] )?"""
+_VALUE_AHEAD = (r"""[ \t]* (?: (?: \\" | [rbuRBU]{0,2}["'`] ) [^\s"'`]{%d}
+                         | (?![A-Za-z_][\w.]*[(\[{]) [^\s"'`]{%d}
+                         | [A-Za-z_&*][\w.|&*]*[ \t]*= )""" % (SHORTEST_VALUE, SHORTEST_VALUE))
+NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] )
+                    | [ \t]+ (?:is|was) [ \t:] :? ) """ + _VALUE_AHEAD)
+_VALUE = re.compile(_SUBSCRIPT + r"""
     (?:\\?["'])? \]? [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
     (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"
       | [rbuRBU]{0,2} "(?P<dq>[^"\s]{1,1024})"
@@ -218,6 +255,7 @@ _VALUE = re.compile(r"""
       | (?P<bare>[^\s"'`,;&=()\[\]{}<>\\]{1,1024} (?:={1,2}(?![^\s"'`,;&)\]}]))? ) )""", re.VERBOSE)
 # "name: Type = value" (Python, TypeScript, Kotlin, Go): the value after the type.
 _TYPE = re.compile(r"[A-Za-z_&*][\w.|&*]*\Z")
+_SCHEME_VALUE = re.compile(r"[ \t][^\s]")
 _ANNOTATED = re.compile(r"[ \t]*(?==(?![=>]))")
 
 
@@ -239,9 +277,8 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     # The pattern found a name ending followed by a separator; the name runs
     # back from there over name characters (at most 64), the value is read
     # forward from the original text.
-    start = match.start()
-    while start > 0 and match.end() - start < 64 and text[start - 1] in _NAME_CHARS:
-        start -= 1
+    window = text[max(0, match.end() - 64):match.start()]
+    start = match.start() - (len(window) - len(window.rstrip(_NAME_CHARS)))
     name = text[start:match.end()]
     if name.lower() in ("key", "token", "secret") and text[start - 1:start] == " ":
         # Prose names a key with two words: "private key: …", "access token: …".
@@ -249,7 +286,7 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         while word_start > 0 and start - word_start < 24 and text[word_start - 1].isalpha():
             word_start -= 1
         two_words = text[word_start:start - 1] + name
-        if name_kind(two_words) in ("strong", "password"):
+        if name_kind(two_words) is not None:  # "app key: …" asks for a random value, "api key: …" for less
             name = two_words
     kind = name_kind(name)
     if kind is None:
@@ -266,21 +303,24 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         return []  # "a ? b : c": not a key and its value
     if separator == ":" and before == ":":
         return []  # a segment of an ARN or URN: arn:aws:secretsmanager:…:secret:name
-    group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
+    if separator == ":" and text[start - 2:start] == "${" and text.startswith("?", value.end("sep")):
+        return []  # ${SECRET_KEY:?message}: the shell's error message when the variable is unset
+    group = value.lastgroup  # the value's own: eq, dq, sq, bq or bare
     if group == "bare" and separator == ":" and _TYPE.match(value.group(group)):
         annotated = _ANNOTATED.match(text, value.end())
         if annotated:
             value = _VALUE.match(text, annotated.end())
             if value is None:
                 return []
-            group = next(g for g in ("eq", "dq", "sq", "bq", "bare") if value.group(g) is not None)
+            group = value.lastgroup
     value_start, value_end = value.span(group)
+    if value_end - value_start < SHORTEST_VALUE:
+        return []  # no kind of name takes a value this short
     if group == "bare":
         if text[value_end:value_end + 1] in ("(", "[", "{") or (
                 text[value_end:value_end + 1] == "<" and separator != ">"):
             return []  # a call, a subscript, a template: code or a placeholder
-        if (compact_name(name).endswith("authorization")
-                and re.match(r"[ \t]+[^\s]", text[value_end:value_end + 2])):
+        if compact_name(name).endswith("authorization") and _SCHEME_VALUE.match(text, value_end):
             return []  # a scheme and its value: the header rules read those
         while value_end > value_start and text[value_end - 1] in ".:":
             value_end -= 1  # the end of a sentence, not of the value

@@ -1,4 +1,5 @@
-"""Checks for credentials known by their own shape: prefixed tokens, JWTs, webhook URLs, private keys.
+"""Checks for credentials known by their own shape: prefixed tokens, JWTs, webhook URLs, private keys,
+tokens found at a mark inside them, bootstrap tokens and Azure keys in their setting.
 
 A rule of :mod:`qmem.secretrules` finds a candidate; its check here decides
 whether the match holds up and returns the span to report (the whole token,
@@ -22,7 +23,8 @@ import re
 
 from .secretvalues import is_placeholder, is_truncated, looks_random
 
-__all__ = ["prefixed_token", "random_token", "mixed_case_token", "jwt", "discord_token", "webhook_url",
+__all__ = ["prefixed_token", "random_token", "alphanumeric_token", "mixed_case_token", "headed_token",
+           "bootstrap_token", "azure_storage_key", "jwt", "discord_token", "webhook_url", "signed_webhook_url",
            "telegram_token", "token_body", "private_key"]
 
 
@@ -42,12 +44,69 @@ def random_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return prefixed_token(text, match)
 
 
+def alphanumeric_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A token with a short prefix: its body must mix two of upper-case
+    letters, lower-case letters and digits, as generated ones do."""
+    body = match.group("body")
+    if (any(c.isupper() for c in body) + any(c.islower() for c in body) + any(c.isdigit() for c in body)) < 2:
+        return []
+    return prefixed_token(text, match)
+
+
 def mixed_case_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A token whose body is letters only: they must be of both cases."""
     body = match.group("body")
     if body == body.lower() or body == body.upper():
         return []
     return prefixed_token(text, match)
+
+
+def headed_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A token found at a mark inside it (``.atlasv1.``, ``-us7``, ``Q~``):
+    its ``head``, read by a look-behind, and its ``body`` (when longer than a
+    few characters) must not be placeholders; the span runs from the head."""
+    body = match.group("body")
+    if (is_truncated(text, match.end()) or is_placeholder(match.group("head"))
+            or (len(body) >= 8 and is_placeholder(body))):
+        return []
+    return [(match.start("head"), match.end())]
+
+
+# Words near a kubeadm token: its flag, its field, the command.
+_BOOTSTRAP_CONTEXT = ("token", "kubeadm", "bootstrap", "join")
+
+
+def bootstrap_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A Kubernetes bootstrap token, ``<6>.<16>`` lower-case letters and
+    digits: only where one of its context words stands in the 64 characters
+    before it, and only if it mixes letters and digits."""
+    start = match.start("head")
+    token = text[start:match.end()]
+    window = text[max(0, start - 64):start].lower()
+    if (not any(word in window for word in _BOOTSTRAP_CONTEXT) or not any(c.isdigit() for c in token)
+            or not any(c.isalpha() for c in token) or is_placeholder(match.group("body"))
+            or is_placeholder(match.group("head")) or is_truncated(text, match.end())):
+        return []
+    return [(start, match.end())]
+
+
+# An Azure storage account key is 64 random bytes in base64; so is a SHA-512
+# digest, whose lockfile integrity line (sha512-…) must not count.
+_AZURE_CONTEXT = ("azure", "storage", "account", "blob", "key1", "key2", "primary key", "secondary key",
+                  "connection string")
+_DIGEST_PREFIXES = ("sha512-", "sha384-", "sha256-", "sha512:", "sha512=")
+
+
+def azure_storage_key(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """88 characters of base64 ending in ``==`` where the 120 characters
+    before it speak of Azure storage (an account, blobs, ``key1``), and not a
+    digest."""
+    start = match.start("head")
+    window = text[max(0, start - 120):start].lower()
+    if (not any(word in window for word in _AZURE_CONTEXT) or window.endswith(_DIGEST_PREFIXES)
+            or "integrity" in window or is_placeholder(match.group("head"))):
+        return []
+    return [(start, match.end())]
 
 
 def jwt(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
@@ -62,28 +121,67 @@ def jwt(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return []
 
 
+_TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+
+
 def discord_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
-    """A Discord bot token starts with the base64 of the bot's numeric id."""
-    head = match.group("head")
+    """A Discord bot token starts with the base64 of the bot's numeric id: the
+    head before the match's first dot (the rule's look-behind read it)."""
+    window = text[max(0, match.start() - 27):match.start()]
+    start = match.start() - (len(window) - len(window.rstrip(_TOKEN_CHARS)))
+    head = text[start:match.start()]
     try:
         user_id = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
     except (ValueError, binascii.Error):
         return []
     if not (user_id.isdigit() and 17 <= len(user_id) <= 20):
         return []
-    return prefixed_token(text, match)
+    if is_truncated(text, match.end()) or is_placeholder(match.group("body")):
+        return []
+    return [(start, match.end())]
+
+
+_URL_PIECES = re.compile(r"[/@?&=]")
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
+_SENTENCE_END = ".,;:!?)]}"
+
+
+def _url_start(text: str, start: int) -> int:
+    """Where the URL whose host part ends at *start* begins: back over the rest
+    of the host (``acme.webhook.office.com``) and its scheme, each bounded."""
+    at = start
+    while at > 0 and start - at < 64 and text[at - 1] in _HOST_CHARS:
+        at -= 1
+    if text.startswith("://", at - 3):
+        scheme = at - 3
+        while scheme > 0 and at - 3 - scheme < 8 and text[scheme - 1].isalpha():
+            scheme -= 1
+        at = scheme
+    return at
 
 
 def webhook_url(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
-    """A webhook URL: the span takes in the scheme that precedes the host."""
-    if any(is_placeholder(part) for part in match.group("body").split("/")):
+    """A webhook URL: none of the pieces of its ``body`` is a placeholder; the
+    span takes in the host and scheme before the match."""
+    if is_truncated(text, match.end()) or any(
+            is_placeholder(piece) for piece in _URL_PIECES.split(match.group("body")) if piece):
         return []
-    start = match.start()
-    for scheme in ("https://", "http://"):
-        if text.startswith(scheme, start - len(scheme)):
-            start -= len(scheme)
-            break
-    return [(start, match.end())]
+    return [(_url_start(text, match.start()), match.end())]
+
+
+_SIGNATURES = ("sig", "token")
+
+
+def signed_webhook_url(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A webhook URL whose secret is a query parameter (Power Automate's
+    ``sig``, Google Chat's ``token``): it must carry one of 16 or more
+    characters that is not a placeholder."""
+    query = match.group("query").rstrip(_SENTENCE_END)
+    for parameter in query.split("&"):
+        name, equals, value = parameter.partition("=")
+        if equals and name.lower() in _SIGNATURES and len(value) >= 16 and not is_placeholder(value):
+            return [(_url_start(text, match.start()), match.start("query") + len(query))]
+    return []
 
 
 def telegram_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:

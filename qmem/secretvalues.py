@@ -16,10 +16,20 @@ a finding, when it -- or, for a token, the part after its prefix:
   a template anywhere: ``<…>``, ``${``, ``{{``, ``%NAME%``, ``%s``
   (``${TOKEN}``, ``sk_live_{{ key }}``, ``%API_KEY%``, ``ghp_<token>``);
 * contains ``...``, ``…``, ``***``, ``xxxx``, ``redacted``, ``placeholder``,
-  ``changeme`` or ``replace_me``, or is followed by ``...`` or ``…`` (a
-  truncated example: ``sk-ant-api03-...``, ``sk_live_...``);
-* equals a word such as ``password``, ``token``, ``example``, ``changeit`` or
-  ``foo``.
+  ``example``, ``sample``, ``dummy``, ``changeme`` or ``replace_me`` in any
+  case (so AWS's documented ``AKIAIOSFODNN7EXAMPLE`` and
+  ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`` alike), or is followed by
+  ``...`` or ``…`` (a truncated example: ``sk-ant-api03-...``, ``sk_live_...``);
+* equals a word such as ``password``, ``token``, ``changeit`` or ``foo``.
+
+A placeholder is never a credential, so storing one leaks nothing; the rule
+is the same for a key id and for its secret, in every family (a seed phrase
+whose entropy is one repeated byte is its counterpart in
+:mod:`qmem.secretphrase`).  It is not a judgement of strength: a weak
+password is still a password.  ``password = "hunter2"`` is a finding, because
+a password that mixes in a digit or a symbol reads as one however guessable
+it is, while ``DB_PASSWORD=changeme`` says it is to be replaced and
+``DB_PASSWORD=postgres`` is a word (see "Generic values").
 
 Generic values.  A value of an assignment, a URL query parameter, a header or
 an option counts only when it reads as a credential rather than as a word, a
@@ -37,8 +47,10 @@ reference or a placeholder:
 * it is not code that reads the secret: not followed by ``(``, ``[``, ``{`` or
   ``<`` (a call, a subscript, a template), not a call ``f(x)``, and, unquoted,
   not an identifier chain (``process.env.API_KEY_V2``, ``options?.apiKey``,
-  ``Schema$inbound``), a constant's name (``DB_PASSWORD_V2``) or a CamelCase
-  name (``SignatureV4SignWithCredentials``);
+  ``settings.API_KEY``, ``Schema$inbound``), a constant's name
+  (``DB_PASSWORD_V2``) or a CamelCase name (``SignatureV4SignWithCredentials``)
+  -- unless it looks random (below), whatever dots or ``$`` it holds:
+  ``GJ6YR8V.HI9FVFTZ.CzwP8VdU`` is a token, not a chain of names;
 * it is not a URL, a path (``/run/secrets/db``, ``~/.ssh/id_rsa``), a version
   (``^9.0.2``), a colour (``#ffffff``), a file reference (``@api_key.txt``), a
   regular expression (``/^sk-…/``), a YAML tag (``!vault``) or a key that its
@@ -73,7 +85,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_placeholder", "is_truncated", "is_credential_value", "is_strong_value", "looks_random",
+__all__ = ["SHORTEST_VALUE", "is_placeholder", "is_truncated", "is_credential_value", "is_strong_value", "looks_random",
            "compact_name", "name_kind", "reads_as_credential"]
 
 
@@ -81,12 +93,13 @@ __all__ = ["is_placeholder", "is_truncated", "is_credential_value", "is_strong_v
 
 _PLACEHOLDER_FILL = frozenset("xX*.0-_/")
 _PLACEHOLDER_PREFIXES = ("$", "%", "<", "{", "[", "your")
-_PLACEHOLDER_MARKERS = ("...", "\u2026", "***", "xxxx", "redacted", "placeholder",
-                        "changeme", "change_me", "change-me", "replace_me", "replaceme",
+_PLACEHOLDER_MARKERS = ("...", "\u2026", "***", "xxxx", "redacted", "placeholder", "example", "sample",
+                        "dummy", "changeme", "change_me", "change-me", "replace_me", "replaceme",
                         "replace-me", "${", "{{", "%s", "%(")
 _PLACEHOLDER_WORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret",
                                 "token", "apikey", "api_key", "key", "username", "user",
                                 "sample", "example", "dummy", "changeit", "foo", "bar", "baz"})
+_MARKER = re.compile("|".join(map(re.escape, _PLACEHOLDER_MARKERS)))
 _ELLIPSIS = ("...", "\u2026")
 _PERCENT_VARIABLE = re.compile(r"%[A-Za-z_][A-Za-z0-9_]*%")
 
@@ -99,7 +112,7 @@ def is_placeholder(value: str) -> bool:
             or len(value) - len(value.rstrip("xX*.0")) >= 8
             or len(set(value)) == 1
             or lowered.startswith(_PLACEHOLDER_PREFIXES)
-            or any(marker in lowered for marker in _PLACEHOLDER_MARKERS)
+            or _MARKER.search(lowered) is not None
             or lowered in _PLACEHOLDER_WORDS
             or ("<" in value and ">" in value)
             or _PERCENT_VARIABLE.search(value) is not None)
@@ -112,7 +125,8 @@ def is_truncated(text: str, end: int) -> bool:
 
 # --- generic values -----------------------------------------------------------
 
-_MIN_VALUE = 6
+SHORTEST_VALUE = 6
+"""No generic value shorter than this reads as a credential."""
 _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@/-]*\Z")
 _YAML_TAG = re.compile(r"!{1,2}[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -131,9 +145,12 @@ _HUMP = re.compile(r"[A-Z][a-z]{2,}")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 
 
+_DIGIT_OR_SYMBOL = re.compile(r"[^\w.-]|\d")  # anything but a letter, "_", "." or "-"
+
+
 def is_credential_value(value: str) -> bool:
     """Whether a generic value reads as a credential (see "Generic values")."""
-    if len(value) < _MIN_VALUE or is_placeholder(value):
+    if len(value) < SHORTEST_VALUE or is_placeholder(value):
         return False
     if (_URL_START.match(value) or _YAML_TAG.match(value) or value.startswith(_PUBLIC_PREFIXES)
             or _COLOR.match(value) or _CALL.match(value) or _VERSION.match(value)
@@ -143,21 +160,25 @@ def is_credential_value(value: str) -> bool:
     # Words and identifiers ("required", "db_password", "os.environ") are how
     # prose and code mention a secret; real ones almost always mix in digits
     # or symbols, or are long runs of letters in no pattern of case.
-    return (any(c.isdigit() or not (c.isalpha() or c in "_.-") for c in value)
-            or _looks_generated(value))
+    return _DIGIT_OR_SYMBOL.search(value) is not None or _looks_generated(value)
 
 
 def _is_code(value: str) -> bool:
-    """Whether an unquoted value is code that reads a secret, not a secret."""
+    """Whether an unquoted value is code that reads a secret, not a secret.
+
+    What looks generated is never code, whatever dots or ``$`` it holds
+    (``GJ6YR8V.HI9FVFTZ.CzwP8VdU``, ``gcpwl4.rvn1x8q2k5m7p0zt``): the value is
+    judged by its shape, not by its punctuation."""
     humps = _HUMP.findall(value) if _CAMEL_CASE.match(value) else []
     if _CONSTANT.match(value) or (len(humps) >= 3 and 4 * sum(map(len, humps)) >= 3 * len(value)):
-        return True  # DB_PASSWORD_V2, SignatureV4SignWithCredentials
+        return not looks_random(value)  # DB_PASSWORD_V2, SignatureV4SignWithCredentials
     chain = _CODE_CHAIN.match(value)
     if chain is None:
         return False
-    return (not any(c.isdigit() for c in chain.group("first"))
-            or _DOLLAR_WORD.search(value) is not None
-            or chain.group("first") != value.lstrip("+-!~").rstrip("!"))
+    return ((not any(c.isdigit() for c in chain.group("first"))
+             or _DOLLAR_WORD.search(value) is not None
+             or chain.group("first") != value.lstrip("+-!~").rstrip("!"))
+            and not looks_random(value))
 
 
 def _words(value: str) -> int:
@@ -167,9 +188,11 @@ def _words(value: str) -> int:
 def _is_lower_name(value: str) -> bool:
     """A lower-case name like ``postgres-secret-1`` or a resource path like
     ``projects/p/secrets/s/versions/1``: words, numbers, ``v2``."""
+    # In a path or a URI (vault:secret/data/app#password) "#" is a separator too.
+    separators = r"[._/:#-]" if "/" in value or ":" in value else r"[._/:-]"
     return (value == value.lower()
             and all(part.isalpha() or part.isdigit() or (part.isalnum() and len(part) <= 3)
-                    for part in re.split(r"[._/:-]", value)))
+                    for part in re.split(separators, value)))
 
 
 _WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{4,}")
@@ -193,7 +216,7 @@ def looks_random(value: str) -> bool:
     than half of it in words."""
     if len(value) < 16 or is_placeholder(value) or value.startswith(_PUBLIC_PREFIXES):
         return False
-    if sum(1 for _ in _LETTER_DIGIT.finditer(value)) < 3:
+    if len(_LETTER_DIGIT.findall(value)) < 3:
         return False
     return 2 * sum(len(word) for word in _WORD.findall(value)) < len(value)
 
@@ -228,10 +251,13 @@ _NOT_SECRET_ENDINGS = (
 )
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
 def compact_name(name: str) -> str:
     """*name* in lower case, letters and digits only: ``AWS_SECRET_ACCESS_KEY``
     and ``awsSecretAccessKey`` are both ``awssecretaccesskey``."""
-    return "".join(c for c in name.lower() if c.isalnum())
+    return _NOT_ALNUM.sub("", name.lower())
 
 
 def name_kind(name: str) -> str | None:

@@ -2,7 +2,8 @@
 
     python tests/corpora/secrets/make_corpus.py
 
-Each line is one JSON object: ``{"family": "...", "text": "...", "secret": "..."}`` for a
+It writes the first wave here (``positives.jsonl``, ``negatives.jsonl``) and the second,
+from ``second_wave.py`` (``positives2.jsonl``, ``negatives2.jsonl``).  Each line is one JSON object: ``{"family": "...", "text": "...", "secret": "..."}`` for a
 credential (``secret`` is the part of ``text`` a finding must cover) and
 ``{"family": null, "text": "..."}`` for a benign text.  Read a line with ``json.loads`` and
 nothing else.
@@ -23,6 +24,8 @@ import random
 import re
 import string
 from pathlib import Path
+
+import second_wave
 
 HERE = Path(__file__).resolve().parent
 RNG = random.Random(20240511)
@@ -1095,19 +1098,31 @@ def line(fields: dict) -> str:
     return encoded
 
 
-def main() -> None:
-    positives = token_positives() + contextual_positives()
-    with open(HERE / "positives.jsonl", "w", encoding="ascii", newline="\n") as f:
+# The first wave's Slack and Discord webhooks are one family now.
+RENAMED = {"slack-webhook": "webhook-url", "discord-webhook": "webhook-url"}
+
+
+def write(name: str, positives: list[tuple[str, str, str]], negatives: list[str], seen: set[str]) -> None:
+    with open(HERE / f"positives{name}.jsonl", "w", encoding="ascii", newline="\n") as f:
         for family, text, secret in positives:
-            f.write(line({"family": family, "text": text, "secret": secret}) + "\n")
-    seen = set()
-    with open(HERE / "negatives.jsonl", "w", encoding="ascii", newline="\n") as f:
-        for text in negatives():
+            f.write(line({"family": RENAMED.get(family, family), "text": text, "secret": secret}) + "\n")
+    with open(HERE / f"negatives{name}.jsonl", "w", encoding="ascii", newline="\n") as f:
+        for text in negatives:
             if text not in seen:
                 seen.add(text)
                 f.write(line({"family": None, "text": text}) + "\n")
-    families = {family for family, _, _ in positives}
-    print(f"{len(positives)} positives over {len(families)} families, {len(seen)} negatives")
+
+
+def main() -> None:
+    first = token_positives() + contextual_positives()
+    seen: set[str] = set()
+    write("", first, negatives(), seen)
+    count = len(seen)
+    second = second_wave.positives()
+    write("2", second, second_wave.negatives(), seen)
+    for name, positives, benign in (("first", first, count), ("second", second, len(seen) - count)):
+        families = {RENAMED.get(family, family) for family, _, _ in positives}
+        print(f"{name} wave: {len(positives)} positives over {len(families)} families, {benign} negatives")
 
 
 if __name__ == "__main__":
