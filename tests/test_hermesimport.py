@@ -190,7 +190,7 @@ class QdrantMemoryProfileTests(unittest.TestCase):
             "in the text": ({"text": f"the deploy token is {GITHUB_TOKEN}"}, "secret:github-token"),
             "in a metadata value": ({"metadata": {"note": GITHUB_TOKEN}}, "secret:github-token"),
             "as a metadata assignment": ({"metadata": {"db_password": "hunter22!"}}, "secret:credential-assignment"),
-            "in provenance": ({"session_id": "AKIAIOSFODNN7EXAMPLE"}, "secret:aws-access-key"),
+            "in provenance": ({"session_id": "AKIA" + "Q3ZK7TXW2M5PLR8N"}, "secret:aws-access-key"),
             "in a tag": ({"category": ["ops", GITHUB_TOKEN]}, "secret:github-token"),
         }
         for name, (changes, reason) in cases.items():
