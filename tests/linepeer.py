@@ -29,14 +29,18 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _parse_int(text: str) -> int | Digits:
-    return int(text) if len(text.lstrip("-")) <= 4000 else Digits(text)
+def parse_int(text: str) -> int | Digits:
+    """An integer as ``int()`` takes it, else (over 4,300 digits) its digits."""
+    try:
+        return int(text)
+    except ValueError:
+        return Digits(text)
 
 
 def strict_loads(line: bytes | str) -> Any:
     """One line as strict JSON (UTF-8; NaN/Infinity refused); ValueError otherwise."""
     text = line.decode("utf-8") if isinstance(line, bytes) else line  # invalid UTF-8 raises
-    return json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
+    return json.loads(text, parse_constant=_refuse_constant, parse_int=parse_int)
 
 
 def id_key(value: Any) -> tuple[str, str]:
@@ -110,24 +114,34 @@ class LivePeer:
     def send(self, message: Any) -> None:
         self.write(json.dumps(message).encode())
 
-    def wait_for(self, predicate, timeout: float = 60) -> Any:
-        """The first message satisfying ``predicate``; AssertionError if none comes in time."""
-        seen = 0
+    def wait_for(self, predicate, timeout: float = 60, since: int = 0) -> Any:
+        """The first message from index ``since`` on satisfying ``predicate``; AssertionError if none in time."""
+        seen = since
         with self._changed:
             while True:
                 for message in self.messages[seen:]:
                     if message is not None and predicate(message):
                         return message
-                seen = len(self.messages)
+                seen = max(seen, len(self.messages))
                 if self._ended:
                     raise AssertionError("the process closed its stdout")
                 if not self._changed.wait(timeout):
                     raise AssertionError("no such message in time")
 
-    def answer(self, request_id: Any, timeout: float = 60) -> dict:
+    def wait_for_all(self, predicate, timeout: float = 60) -> None:
+        """Wait until ``predicate(every message so far)`` holds; AssertionError if it does not in time."""
+        with self._changed:
+            while not predicate(self.messages):
+                if self._ended:
+                    raise AssertionError("the process closed its stdout")
+                if not self._changed.wait(timeout):
+                    raise AssertionError("not every expected message came in time")
+
+    def answer(self, request_id: Any, timeout: float = 60, since: int = 0) -> dict:
+        """The first answer to ``request_id`` among the messages from index ``since`` on."""
         key = id_key(request_id)
         return self.wait_for(lambda m: isinstance(m, dict) and "id" in m and "ui" not in m
-                             and id_key(m["id"]) == key, timeout)
+                             and id_key(m["id"]) == key, timeout, since)
 
     def close(self, timeout: float = 60) -> Finished:
         """Close stdin, wait for the exit, return what it wrote."""

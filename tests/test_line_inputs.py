@@ -190,7 +190,11 @@ class DrainTests(LineTestCase):
 
 
 class CancelByTypeTests(LineTestCase):
-    """A cancel names its request by JSON type and value: ``true`` and ``"1"`` do not cancel ``1``."""
+    """A cancel names its request by JSON type and value: ``true``, ``"1"`` or ``1.0`` do not cancel ``1``.
+
+    The request is a recall that hangs until its 2 s budget ends it: ``timeout`` if nothing
+    cancelled it, ``cancellation`` (within 0.1 s of the cancel) if a wrong cancel did.
+    """
 
     def setUp(self):
         super().setUp()
@@ -201,11 +205,7 @@ class CancelByTypeTests(LineTestCase):
         self.embeddings.inject(Fault.hang())
         self.env.update(QMEM_QDRANT_API_KEY="read", QMEM_EMBEDDING_API_KEY="emb", QMEM_HOST="pi")
         self.configure(recall={"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
-                               "dimension": 8, "timeoutMs": 60_000})
-
-    def assertNotCancelled(self, answer_text):
-        self.assertNotIn("cancelled", answer_text)
-        self.assertIn("embeddings service is unavailable", answer_text)
+                               "dimension": 8, "timeoutMs": 2000})
 
     def test_mcp(self):
         peer = LivePeer(MCP, self.env, str(self.home))
@@ -217,12 +217,7 @@ class CancelByTypeTests(LineTestCase):
         self.assertTrue(self.embeddings.wait_for_requests(1, timeout=30))  # request 1 is in flight
         for wrong in (True, "1", 1.0, [1]):
             peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": wrong}})
-        # The server reads lines in order, one at a time: once it has taken in this long blank line
-        # (the write returns only then, the pipe holding far less), it has handled the cancels.
-        peer.write(b" " * (4 << 20))
-        self.embeddings.stop()  # ends the wait: the search fails on its own, it was not cancelled
-        answer = peer.answer(1)
-        self.assertNotCancelled(answer["result"]["content"][0]["text"])
+        self.assertEqual(peer.answer(1)["result"]["content"][0]["text"], SENTENCES["timeout"])
         self.assertEqual(peer.close().code, 0)
 
     def test_bridge(self):
@@ -236,7 +231,6 @@ class CancelByTypeTests(LineTestCase):
         for wrong in (True, "1", 1.0, [1], {"a": 1}):
             peer.send({"method": "cancel", "params": {"id": wrong}})
         peer.send({"id": 2, "method": "ping"})
-        self.assertEqual(peer.answer(2)["result"], {"pong": True})  # read after the cancels
-        self.embeddings.stop()
-        self.assertNotCancelled(peer.answer(1)["error"]["message"])
+        self.assertEqual(peer.answer(2)["result"], {"pong": True})
+        self.assertEqual(peer.answer(1)["error"]["message"], SENTENCES["timeout"])
         self.assertEqual(peer.close().code, 0)
