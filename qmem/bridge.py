@@ -27,6 +27,22 @@ The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
 registers only then.  Requests run concurrently on worker threads; stdin EOF or
 ``shutdown`` ends the process.
 
+No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
+
+* A message with an ``id`` is a request and gets exactly one answer.  The id is a string or
+  an integer (any length), echoed exactly; another id (``null``, ``1.5``, a list, an object) is
+  refused with an error that echoes it when it can be written as strict JSON, else carries
+  ``null``.  ``cancel`` and ``ui_result`` are notifications: sent with an id, they are refused.
+  A cancel names its request by JSON type and value (``true`` does not cancel ``1``).
+* A line that is not JSON (``NaN``/``Infinity`` included, or nested deeper than the parser
+  follows) or not an object is dropped with the ``bridge_protocol`` warning (once a session);
+  if it still shows a top-level ``id``, that request is refused with an error.  Invalid UTF-8
+  inside a string reads as U+FFFD.  Every line written is strict JSON.
+* At stdin EOF or ``shutdown`` every request read is answered before the process exits:
+  running ones finish (reads among them cancelled, open dialogs closed); of those not yet
+  started, writes (``qmem_store``, ``qmem_correct``) and pings run, the others are answered
+  "not run".  A write is bounded by its own timeouts; ``shutdown`` is answered last.
+
 On a Python older than 3.10 the bridge never reports ready: it prints one line on stderr,
 ``qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)``, and exits 1; the shim shows that
 line as its one warning.

@@ -3,12 +3,13 @@
 Promises:
 
 * **Reading never raises anything but** :class:`UnreadableLine`.  A line is decoded as UTF-8
-  with U+FFFD for bytes that are not (as the official MCP SDKs do), then parsed as strict
+  with U+FFFD for bytes that are not (as the official MCP SDK does), then parsed as strict
   JSON: ``NaN``/``Infinity`` are not JSON, an integer too long for ``int()`` (over 4,300
   digits) is kept exactly as a :class:`BigInteger`, a float too large becomes ``inf`` (a
   value, never an id), duplicate keys keep the last value (as ``JSON.parse`` does).  A line
   nested deeper than the parser can follow (about 1,000 levels: its ``RecursionError`` is the
-  bound, which costs nothing on ordinary lines) or that is not JSON raises UnreadableLine,
+  bound, which costs nothing on ordinary lines, where a scan before parsing would cost more
+  than the parse) or that is not JSON raises UnreadableLine,
   carrying the top-level members that could still be read, so the caller can answer the
   request's own id.
 * **Ids** are strings or integers written without fraction or exponent (:func:`is_request_id`);
@@ -32,7 +33,7 @@ from json.decoder import scanstring
 from typing import Any
 
 __all__ = ["BigInteger", "UnreadableLine", "decode_line", "echoable_id", "encode_line", "id_key", "is_request_id",
-           "UNREAD", "without_lone_surrogates", "LONE_SURROGATE"]
+           "read_members", "UNREAD", "without_lone_surrogates", "LONE_SURROGATE"]
 
 #: A code point UTF-8 cannot encode: a surrogate not paired up into a character.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -9,13 +9,23 @@ Promises:
   :data:`PROTOCOL_VERSIONS` and answers the latest otherwise; ``notifications/initialized`` is
   never answered; ``ping`` answers ``{}``.  Features follow the negotiated version: tool
   annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18.
-* **Errors.** Malformed JSON → -32700 (id null); not a request object (a batch array
-  included) → -32600; an unknown method → -32601, also before ``initialize`` (newer SDK
-  clients probe with ``server/discover`` and fall back on that answer); bad ``params`` or an
-  unknown tool → -32602.  A tool that fails is a result with ``isError: true``, not a protocol
-  error.
+* **No line ends the session** (reading and writing: :mod:`qmem.jsonlines`).  A line that is
+  not JSON — ``NaN``/``Infinity`` included, or nested deeper than the parser follows — is
+  -32700 with the request's id when it can still be read, else id null; invalid UTF-8 inside
+  a string reads as U+FFFD, as in the official SDKs.  Not an object → -32600; a batch array is
+  answered as one array under 2024-11-05 and 2025-03-26 (``initialize`` refused inside it),
+  and is -32600 under later versions, which removed batches.  An unknown method → -32601, also
+  before ``initialize`` (newer SDK clients probe with ``server/discover`` and fall back on
+  that answer); bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
+  with ``isError: true``, not a protocol error.  Every line written is strict JSON.
+* **Ids** are strings or integers written without fraction or exponent, of any length, and
+  are echoed exactly (an integer too long for ``int()`` digit for digit, a lone surrogate as
+  ``\\udXXX``); another id (``null``, ``true``, ``1.0``, a list) is -32600 with id null.
 * **Order.** Requests are answered one at a time, in the order they arrived, so pipelined
-  requests are never lost or reordered; ``notifications/cancelled`` cancels the one in flight.
+  requests are never lost or reordered; ``notifications/cancelled`` cancels the one in flight
+  when its ``requestId`` has the same JSON type and value (``true`` and ``"1"`` are not ``1``).
+  Every request read before stdin ends is answered before the server exits (each tool call
+  bounded by its own timeouts).
 * **Tools** are the plugin core's (``qmem_store`` … ``memory_search``), same logic as in pi.
   ``memory_search`` is listed only where it can work: recall configured and on, and a host
   identity, ``QMEM_HOST=pi|prime`` or else the config's ``recall.host``; called anyway, it answers
