@@ -185,7 +185,8 @@ class McpServer:
         method = message.get("method")
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
             if is_request:
-                return _error(request_id, INVALID_REQUEST, "Invalid request: jsonrpc must be \"2.0\" and method a string")
+                return _error(request_id, INVALID_REQUEST,
+                              "Invalid request: jsonrpc must be \"2.0\" and method a string")
             return None
         if not is_request:
             return None  # notifications (initialized, cancelled, progress…) are never answered

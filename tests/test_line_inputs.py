@@ -88,10 +88,11 @@ class LineInputTests(LineTestCase):
                 self.assertEqual(self.warned(messages), [SENTENCES["bridge_protocol"]])
 
     def test_list_and_object_ids(self):
+        cancelled = "notifications/cancelled"
         self.assertAnswers(self.mcp({"jsonrpc": "2.0", "id": [1], "method": "ping"},
                                     {"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"},
-                                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}},
-                                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {}}}),
+                                    {"jsonrpc": "2.0", "method": cancelled, "params": {"requestId": [1]}},
+                                    {"jsonrpc": "2.0", "method": cancelled, "params": {"requestId": {}}}),
                            [(NULL, -32600), (NULL, -32600)])
         messages = self.bridge({"id": [1], "method": "ping"}, {"id": {"a": [1]}, "method": "ping"},
                                {"method": "cancel", "params": {"id": [1]}}, {"method": "cancel", "params": {"id": {}}},

@@ -2,13 +2,16 @@
 
 Each process reads rounds of generated lines: every JSON type at every position, nesting up
 to 5,000 levels, huge strings and ids, invalid UTF-8, NaN and Infinity, integers too long
-for ``int()``, duplicate keys, non-objects and batches, notifications (some with ids), cancels
-for unknown and live ids, and real stores against a fake gateway that fails in the last rounds.  The
-generator knows what each line must get under the protocol's rules.  After every round the
-process must answer a ping; every request must have exactly one answer with its id (or
-``null`` where the rules say so) and nothing else; every line written must be strict JSON.
-At the end the exit status is 0, stderr holds no traceback, and every store answered as
-shared or queued is in the local index exactly once (and on the gateway at most once).
+for ``int()``, duplicate keys, non-objects and batches, notifications (some sent with an
+id), cancels for unknown and live ids, and real stores against a fake gateway that fails in
+the last rounds.  The generator knows what each line must get under the protocol's rules.
+After every round the process must answer a ping; every request must have exactly one answer
+with its id (or ``null`` where the rules say so) and nothing else; every line written must
+be strict JSON.  Once, a recall in flight must outlive cancels naming its id with another
+JSON type.  The last round ends the input at once (the bridge's with ``shutdown``), and what
+was read must still be answered.  At the end the exit status is 0, stderr holds no traceback
+or internal error, and every store answered as shared or queued is in the local index exactly
+once (and on the gateway at most once); refused ones are not there.
 
 The seed is ``QMEM_FUZZ_SEED`` (default 22); a failure names it as ``(seed=…)``.
 """
@@ -212,14 +215,17 @@ class Generator:
         if self.protocol == "mcp":
             return [(b'"jsonrpc"', b'"2.0"'), (b'"method"', b'"notifications/cancelled"'),
                     (b'"params"', self.object([(b'"requestId"', target)]))]
+        if rng.random() < 0.3:  # the answer to a dialog nobody opened
+            return [(b'"method"', b'"ui_result"'), (b'"params"', self.object([(b'"id"', rng.choice([b'"u1"', target])),
+                                                                          (b'"value"', self.value(flags, 1))]))]
         return [(b'"method"', b'"cancel"'), (b'"params"', self.object([(b'"id"', target)]))]
 
     def message(self, flags: Flags, kind: str) -> tuple[bytes, bytes | None]:
         """One object line: its text and the text of its id (None if it has none)."""
         rng = self.rng
-        members = self.cancel(flags) if kind == "cancel" else self.method_and_params(flags)
+        members = self.cancel(flags) if kind.startswith("cancel") else self.method_and_params(flags)
         id_data = None
-        if kind == "request":
+        if kind in ("request", "cancel with id"):  # a notification sent with an id is a request
             id_data = self.new_id()
             self.sent_ids.append(id_data)
         elif kind == "bad id":
@@ -257,8 +263,12 @@ class Generator:
             data = b"#" + rng.choice([b"", b"\xff\xfe", b"{", b'"id":1}']) + self.string()
             return Line(data, [NULL] if self.protocol == "mcp" else [])
         if roll < 0.20:  # JSON, but not an object
-            data = self.value(flags) if rng.random() < 0.6 else b"[" + b",".join(
-                self.message(flags, rng.choice(["request", "bad id", "note"]))[0] for _ in range(rng.randrange(4))) + b"]"
+            if rng.random() < 0.6:
+                data = self.value(flags)
+            else:  # a batch
+                items = [self.message(flags, rng.choice(["request", "bad id", "note"]))[0]
+                         for _ in range(rng.randrange(4))]
+                data = b"[" + b",".join(items) + b"]"
             return Line(data, self.non_object(data, flags))
         if roll < 0.23:
             return Line(rng.choice([b" ", b"\t", b"  \r"]))  # blank: skipped
@@ -266,7 +276,7 @@ class Generator:
             data, _ = self.message(Flags(), "request")
             data = data[:rng.randrange(1, len(data) - 1)]
             return Line(data, [NULL] if self.protocol == "mcp" else [])
-        kind = rng.choice(["request", "request", "request", "bad id", "note", "cancel"])
+        kind = rng.choice(["request", "request", "request", "bad id", "note", "cancel", "cancel with id"])
         data, id_data = self.message(flags, kind)
         unreadable = flags.non_finite or flags.too_deep
         return Line(data, self.answer_for(id_data, unreadable))
