@@ -402,7 +402,8 @@ class ProtocolFuzzTests(GatewayTestCase):
         self.assertEqual(peer.bad_lines, [], "lines that are not strict JSON")
         self.assertNotIn("Traceback", done.stderr)
         self.assertNotIn("internal error", done.stderr)  # the MCP server's note of a bug it answered -32603
-        internal = [m for m in done.messages if isinstance(m, dict) and m.get("error", {}).get("category") == "internal"]
+        internal = [m for m in done.messages
+                    if isinstance(m, dict) and m.get("error", {}).get("category") == "internal"]
         self.assertEqual(internal, [])  # the bridge's answer for a bug
         self.check_stores(done.messages, stores, protocol)
 
