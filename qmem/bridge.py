@@ -31,6 +31,22 @@ The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
 registers only then.  Requests run concurrently on worker threads; stdin EOF or
 ``shutdown`` ends the process.
 
+No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
+
+* A message with an ``id`` is a request and gets exactly one answer.  The id is a string or
+  an integer (any length), echoed exactly; another id (``null``, ``1.5``, a list, an object) is
+  refused with an error that echoes it when it can be written as strict JSON, else carries
+  ``null``.  ``cancel`` and ``ui_result`` are notifications: sent with an id, they are refused.
+  A cancel names its request by JSON type and value (``true`` does not cancel ``1``).
+* A line that is not JSON (``NaN``/``Infinity`` included, or nested deeper than the parser
+  follows) or not an object is dropped with the ``bridge_protocol`` warning (once a session);
+  if it still shows a top-level ``id``, that request is refused with an error.  Invalid UTF-8
+  inside a string reads as U+FFFD.  Every line written is strict JSON.
+* At stdin EOF or ``shutdown`` every request read is answered before the process exits:
+  running ones finish (reads among them cancelled, open dialogs closed); of those not yet
+  started, writes (``qmem_store``, ``qmem_correct``) and pings run, the others are answered
+  "not run".  A write is bounded by its own timeouts; ``shutdown`` is answered last.
+
 On a Python older than 3.10 the bridge never reports ready: it prints one line on stderr,
 ``qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)``, and exits 1; the shim shows that
 line as its one warning.
@@ -41,11 +57,11 @@ from .pythonversion import require_supported_python
 require_supported_python(" (set QMEM_PYTHON)")
 
 import itertools  # noqa: E402  (after the version check: one line on an old Python, no traceback)
-import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, BinaryIO  # noqa: E402
 
@@ -53,7 +69,7 @@ from . import __version__  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hostidentity import HostEvidence, identify_host  # noqa: E402
-from .jsonlines import encode_line  # noqa: E402
+from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key  # noqa: E402
 from .plugin import PluginSession  # noqa: E402
 from .recall import recall_patch  # noqa: E402
 
@@ -90,6 +106,24 @@ class _BridgeUI:
         return self._bridge.ask_ui(method, params)
 
 
+WRITE_TOOLS = frozenset({"qmem_store", "qmem_correct"})
+
+
+@dataclass(eq=False)  # two requests are the same only if they are one object
+class _Request:
+    """An accepted request, from the line that carried it until its one answer is sent."""
+
+    id: Any
+    key: tuple[str, Any]
+    method: Any
+    params: dict[str, Any]
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def runs_at_shutdown(self) -> bool:
+        """A write (its data would be lost otherwise) or a ping (instant): run even when closing."""
+        return self.method == "ping" or (self.method == "tool" and self.params.get("name") in WRITE_TOOLS)
+
+
 class Bridge:
     def __init__(self, stdin: BinaryIO, stdout: BinaryIO, env: dict[str, str]) -> None:
         self._in = stdin
@@ -97,7 +131,7 @@ class Bridge:
         self._env = env
         self._write_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="qmem-bridge")
-        self._cancels: dict[Any, threading.Event] = {}
+        self._live: dict[tuple[str, Any], list[_Request]] = {}
         self._ui_waits: dict[str, tuple[threading.Event, list[Any]]] = {}
         self._ui_ids = itertools.count(1)
         self._state_lock = threading.Lock()
@@ -108,6 +142,7 @@ class Bridge:
     # -- output
 
     def send(self, message: dict[str, Any]) -> None:
+        """Write one line; TypeError if ``message`` is not JSON data (the caller answers otherwise)."""
         data = encode_line(message)
         with self._write_lock:
             try:
@@ -120,6 +155,8 @@ class Bridge:
         uid = f"u{next(self._ui_ids)}"
         done, box = threading.Event(), []
         with self._state_lock:
+            if self._closing.is_set():
+                return None  # shutting down: nobody will answer a dialog now
             self._ui_waits[uid] = (done, box)
         self.send({"ui": uid, "method": method, "params": params})
         done.wait(UI_TIMEOUT_S)
@@ -127,69 +164,123 @@ class Bridge:
             self._ui_waits.pop(uid, None)
         return box[0] if box else None
 
+    def _refuse(self, request_id: Any, reason: str) -> None:
+        self.send({"id": echoable_id(request_id), "error": {"message": reason, "category": "bridge"}})
+
     # -- input
 
     def serve(self) -> None:
+        """Answer requests until stdin ends or ``shutdown``; every request read is answered once."""
         self.send({"event": "ready", "version": __version__, "pid": os.getpid()})
         for raw in self._in:
             if self._closing.is_set():
                 break
+            if not raw.strip():
+                continue
             try:
-                message = json.loads(raw)
-            except ValueError:
+                message = decode_line(raw)
+            except UnreadableLine as unreadable:
                 self.warnings.warn("bridge_protocol")
+                if unreadable.members is not None and "id" in unreadable.members:
+                    self._refuse(unreadable.members["id"], f"the request could not be read: {unreadable.reason}")
                 continue
             if not isinstance(message, dict):
+                self.warnings.warn("bridge_protocol")
                 continue
             method = message.get("method")
             params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            if method == "cancel":
-                with self._state_lock:
-                    event = self._cancels.get(params.get("id"))
-                if event is not None:
-                    event.set()
-            elif method == "ui_result":
-                with self._state_lock:
-                    wait = self._ui_waits.get(str(params.get("id")))
-                if wait is not None:
-                    wait[1].append(params.get("value"))
-                    wait[0].set()
+            if "id" not in message:
+                if method == "shutdown":
+                    self._finish(None)
+                    return
+                self._notification(method, params)
+                continue
+            request_id = message["id"]
+            key = id_key(request_id)
+            if key is None:
+                self._refuse(request_id, "the request id must be a string or an integer")
+            elif method in ("cancel", "ui_result"):
+                self._refuse(request_id, f"{method} is a notification: it takes no id")
             elif method == "shutdown":
-                self._finish(message.get("id"))
+                self._finish(request_id)
                 return
-            elif "id" in message:
-                cancel = threading.Event()
-                with self._state_lock:
-                    self._cancels[message["id"]] = cancel
-                self._pool.submit(self._handle, message["id"], method, params, cancel)
+            else:
+                self._accept(_Request(request_id, key, method, params))
         self._finish(None)
 
+    def _notification(self, method: Any, params: dict[str, Any]) -> None:
+        if method == "cancel":
+            key = id_key(params.get("id"))  # by JSON type and value: true does not cancel 1
+            with self._state_lock:
+                for request in self._live.get(key, ()) if key is not None else ():
+                    request.cancel.set()
+        elif method == "ui_result" and isinstance(params.get("id"), str):
+            with self._state_lock:
+                wait = self._ui_waits.get(params["id"])
+            if wait is not None:
+                wait[1].append(params.get("value"))
+                wait[0].set()
+
+    def _accept(self, request: _Request) -> None:
+        with self._state_lock:
+            self._live.setdefault(request.key, []).append(request)
+        self._pool.submit(self._run, request)
+
     def _finish(self, request_id: Any) -> None:
+        """Close: every accepted request is answered, then ``shutdown`` (if it was one) last.
+
+        Requests already running finish, reads among them cancelled; those not yet started run
+        if they write (their data would be lost) or are a ping, and are otherwise answered with
+        an error saying they were not run.  Dialogs close unanswered.  A write is bounded by
+        its own timeouts (and the breaker), so the drain is too.
+        """
         self._closing.set()
-        for done, _ in list(self._ui_waits.values()):
+        with self._state_lock:
+            live = [request for requests in self._live.values() for request in requests]
+            waits = list(self._ui_waits.values())
+        for request in live:
+            if not request.runs_at_shutdown():
+                request.cancel.set()
+        for done, _ in waits:
             done.set()
+        self._pool.shutdown(wait=True)
         session = self.session
         if session is not None:
             session.wait_for_flush(timeout=2.0)
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        if session is not None:
             session.close()
         if request_id is not None:
             self.send({"id": request_id, "result": {"ok": True}})
 
-    def _handle(self, request_id: Any, method: Any, params: dict[str, Any], cancel: threading.Event) -> None:
+    def _run(self, request: _Request) -> None:
         try:
-            result = self._dispatch(method, params, cancel)
-        except QmemError as exc:
-            self.send({"id": request_id, "error": {"message": exc.message, "category": exc.category}})
-        except Exception as exc:  # a bug must not kill the bridge: report it as a failed request
-            self.send({"id": request_id, "error": {"message": f"qmem internal error ({exc.__class__.__name__})",
-                                                   "category": "internal"}})
-        else:
-            self.send({"id": request_id, "result": result})
+            if self._closing.is_set() and not request.runs_at_shutdown():
+                self._refuse(request.id, "not run: the bridge was shutting down")
+            else:
+                self._handle(request)
         finally:
             with self._state_lock:
-                self._cancels.pop(request_id, None)
+                requests = self._live.get(request.key, [])
+                if request in requests:
+                    requests.remove(request)
+                if not requests:
+                    self._live.pop(request.key, None)
+
+    def _handle(self, request: _Request) -> None:
+        request_id = request.id
+        try:
+            result = self._dispatch(request.method, request.params, request.cancel)
+        except QmemError as exc:
+            answer = {"id": request_id, "error": {"message": exc.message, "category": exc.category}}
+        except Exception as exc:  # a bug must not kill the bridge: report it as a failed request
+            answer = {"id": request_id, "error": {"message": f"qmem internal error ({exc.__class__.__name__})",
+                                                  "category": "internal"}}
+        else:
+            answer = {"id": request_id, "result": result}
+        try:
+            self.send(answer)
+        except (TypeError, ValueError, RecursionError):  # a result that is not JSON data: still one answer
+            self.send({"id": request_id, "error": {"message": "qmem internal error (unwritable result)",
+                                                   "category": "internal"}})
 
     def _session(self, params: dict[str, Any] | None = None) -> PluginSession:
         with self._state_lock:
@@ -224,7 +315,8 @@ class Bridge:
             return {"text": session.command(str(params.get("name")), str(params.get("args") or ""), ui)}
         if method == "ping":
             return {"pong": True}
-        raise QmemError(f"unknown bridge method {method!r}", category="bridge")
+        named = repr(method[:100]) if isinstance(method, str) else "(none)"
+        raise QmemError(f"unknown bridge method {named}", category="bridge")
 
 
 def main() -> int:

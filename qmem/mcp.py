@@ -9,13 +9,23 @@ Promises:
   :data:`PROTOCOL_VERSIONS` and answers the latest otherwise; ``notifications/initialized`` is
   never answered; ``ping`` answers ``{}``.  Features follow the negotiated version: tool
   annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18.
-* **Errors.** Malformed JSON → -32700 (id null); not a request object (a batch array
-  included) → -32600; an unknown method → -32601, also before ``initialize`` (newer SDK
-  clients probe with ``server/discover`` and fall back on that answer); bad ``params`` or an
-  unknown tool → -32602.  A tool that fails is a result with ``isError: true``, not a protocol
-  error.
+* **No line ends the session** (reading and writing: :mod:`qmem.jsonlines`).  A line that is
+  not JSON — ``NaN``/``Infinity`` included, or nested deeper than the parser follows — is
+  -32700 with the request's id when it can still be read, else id null; invalid UTF-8 inside
+  a string reads as U+FFFD, as in the official SDKs.  Not an object → -32600; a batch array is
+  answered as one array under 2024-11-05 and 2025-03-26 (``initialize`` refused inside it),
+  and is -32600 under later versions, which removed batches.  An unknown method → -32601, also
+  before ``initialize`` (newer SDK clients probe with ``server/discover`` and fall back on
+  that answer); bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
+  with ``isError: true``, not a protocol error.  Every line written is strict JSON.
+* **Ids** are strings or integers written without fraction or exponent, of any length, and
+  are echoed exactly (an integer too long for ``int()`` digit for digit, a lone surrogate as
+  ``\\udXXX``); another id (``null``, ``true``, ``1.0``, a list) is -32600 with id null.
 * **Order.** Requests are answered one at a time, in the order they arrived, so pipelined
-  requests are never lost or reordered; ``notifications/cancelled`` cancels the one in flight.
+  requests are never lost or reordered; ``notifications/cancelled`` cancels the one in flight
+  when its ``requestId`` has the same JSON type and value (``true`` and ``"1"`` are not ``1``).
+  Every request read before stdin ends is answered before the server exits (each tool call
+  bounded by its own timeouts).
 * **Tools** are the plugin core's (``qmem_store`` … ``memory_search``), same logic as in pi.
   ``memory_search`` is listed only where it can work: recall configured and on, and a host
   identity, ``QMEM_HOST=pi|prime`` or else the config's ``recall.host``; called anyway, it answers
@@ -39,8 +49,7 @@ from .pythonversion import require_supported_python  # noqa: E402
 
 require_supported_python()
 
-import json  # noqa: E402  (after the version check: one line on an old Python, no traceback)
-import os  # noqa: E402
+import os  # noqa: E402  (after the version check: one line on an old Python, no traceback)
 import queue  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -52,7 +61,7 @@ from . import __version__  # noqa: E402
 from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
-from .jsonlines import encode_line  # noqa: E402
+from .jsonlines import UnreadableLine, decode_line, encode_line, id_key, is_request_id  # noqa: E402
 from .plugin import PluginSession  # noqa: E402
 from .tools import TOOLS  # noqa: E402
 
@@ -63,6 +72,17 @@ LATEST = PROTOCOL_VERSIONS[-1]
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 
+
+
+#: Protocol versions whose peers may send JSON-RPC batches: 2025-03-26 requires receiving them,
+#: 2024-11-05 takes JSON-RPC 2.0 whole; 2025-06-18 removed them.
+BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
+
+_STOP = object()  # the worker's stop signal: no line a client sends can be this object
+
+
+def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 class _RequestError(Exception):
@@ -82,18 +102,26 @@ class McpServer:
         self._in = stdin
         self._out = stdout
         self._version = LATEST
-        self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._current: tuple[Any, threading.Event] | None = None
+        self._inbox: queue.Queue[Any] = queue.Queue()  # parsed lines, UnreadableLine errors, then _STOP
+        self._current: tuple[tuple[str, Any], threading.Event] | None = None
         self._current_lock = threading.Lock()
 
     # -- output
 
-    def _send(self, message: dict[str, Any]) -> None:
-        self._out.write(encode_line(message))
+    def _send(self, answer: dict[str, Any] | list[dict[str, Any]]) -> None:
+        if isinstance(answer, list):
+            data = b"[" + b",".join(self._encoded(item).rstrip(b"\n") for item in answer) + b"]\n"
+        else:
+            data = self._encoded(answer)
+        self._out.write(data)
         self._out.flush()
 
-    def _error(self, request_id: Any, code: int, message: str) -> None:
-        self._send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    def _encoded(self, answer: dict[str, Any]) -> bytes:
+        try:
+            return encode_line(answer)
+        except (TypeError, ValueError, RecursionError):  # a result that is not JSON data: still one answer
+            sys.stderr.write("qmem-mcp: internal error (unwritable result)\n")
+            return encode_line(_error(answer.get("id"), INTERNAL_ERROR, "Internal error"))
 
     # -- the loop
 
@@ -105,72 +133,87 @@ class McpServer:
             if not raw.strip():
                 continue
             try:
-                message = json.loads(raw)
-            except ValueError:
-                self._inbox.put({"_parse_error": True})
+                message = decode_line(raw)
+            except UnreadableLine as unreadable:
+                self._inbox.put(unreadable)  # answered in its turn, like any line
                 continue
             if isinstance(message, dict) and "id" not in message and message.get("method") == "notifications/cancelled":
                 self._cancel(message.get("params"))
                 continue
             self._inbox.put(message)
-        self._inbox.put(None)
-        worker.join()
+        self._inbox.put(_STOP)
+        worker.join()  # drain: every request read is answered before the server exits
 
     def _cancel(self, params: Any) -> None:
         if not isinstance(params, dict):
             return
+        key = id_key(params.get("requestId"))  # by JSON type and value: true does not cancel 1
         with self._current_lock:
-            if self._current is not None and self._current[0] == params.get("requestId"):
+            if key is not None and self._current is not None and self._current[0] == key:
                 self._current[1].set()
 
     def _work(self) -> None:
         while True:
             message = self._inbox.get()
-            if message is None:
+            if message is _STOP:
                 return
             try:
-                self._handle(message)
+                answer = self._answer_batch(message) if isinstance(message, list) else self._answer(message)
+                if answer is not None:
+                    self._send(answer)
             except (BrokenPipeError, OSError):
                 return  # the client is gone
+            except Exception as exc:  # a bug must not stop the worker: later requests are still answered
+                sys.stderr.write(f"qmem-mcp: internal error ({exc.__class__.__name__})\n")
 
-    def _handle(self, message: Any) -> None:
-        if isinstance(message, dict) and message.get("_parse_error"):
-            self._error(None, PARSE_ERROR, "Parse error: the line is not JSON")
-            return
+    def _answer_batch(self, batch: list[Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """A JSON-RPC batch: answered in one array where the negotiated version has batches."""
+        if self._version not in BATCH_VERSIONS:
+            return _error(None, INVALID_REQUEST, f"Invalid request: protocol {self._version} has no batches")
+        if not batch:
+            return _error(None, INVALID_REQUEST, "Invalid request: an empty batch")
+        answers = [answer for answer in (self._answer(item, in_batch=True) for item in batch) if answer is not None]
+        return answers or None
+
+    def _answer(self, message: Any, *, in_batch: bool = False) -> dict[str, Any] | None:
+        """The answer to one message, or None for a notification."""
+        if isinstance(message, UnreadableLine):
+            members = message.members or {}
+            request_id = members.get("id") if is_request_id(members.get("id")) else None
+            return _error(request_id, PARSE_ERROR, f"Parse error: {message.reason}")
         if not isinstance(message, dict):
-            self._error(None, INVALID_REQUEST, "Invalid request: batches and non-objects are not supported")
-            return
+            return _error(None, INVALID_REQUEST, "Invalid request: batches and non-objects are not supported")
         request_id = message.get("id")
         is_request = "id" in message
-        valid_id = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
-        if is_request and not valid_id:
-            self._error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer")
-            return
+        if is_request and not is_request_id(request_id):
+            return _error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer")
         method = message.get("method")
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
             if is_request:
-                self._error(request_id, INVALID_REQUEST, "Invalid request: jsonrpc must be \"2.0\" and method a string")
-            return
+                return _error(request_id, INVALID_REQUEST,
+                              "Invalid request: jsonrpc must be \"2.0\" and method a string")
+            return None
         if not is_request:
-            return  # notifications (initialized, cancelled, progress…) are never answered
+            return None  # notifications (initialized, cancelled, progress…) are never answered
+        if in_batch and method == "initialize":
+            return _error(request_id, INVALID_REQUEST, "Invalid request: initialize cannot be part of a batch")
         params = message.get("params", {})
         if params is None:
             params = {}
         cancel = threading.Event()
         with self._current_lock:
-            self._current = (request_id, cancel)
+            self._current = (id_key(request_id), cancel)
         try:
             result = self._dispatch(method, params, cancel)
         except _RequestError as exc:
-            self._error(request_id, exc.code, exc.message)
+            return _error(request_id, exc.code, exc.message)
         except Exception as exc:  # a bug answers -32603 and the server keeps serving
             sys.stderr.write(f"qmem-mcp: internal error ({exc.__class__.__name__})\n")
-            self._error(request_id, INTERNAL_ERROR, "Internal error")
-        else:
-            self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+            return _error(request_id, INTERNAL_ERROR, "Internal error")
         finally:
             with self._current_lock:
                 self._current = None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     def _dispatch(self, method: str, params: Any, cancel: threading.Event) -> dict[str, Any]:
         if not isinstance(params, dict):

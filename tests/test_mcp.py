@@ -129,7 +129,7 @@ class RawProtocolTests(GatewayTestCase):
             self.assertIn(f"{argument} is not valid Unicode text", result["content"][0]["text"])
         self.assertEqual(by_id[3]["error"]["code"], -32602)  # an unknown tool, named with U+FFFD
         self.assertIn("\ufffd", by_id[3]["error"]["message"])
-        self.assertEqual(by_id["\ufffd"]["result"], {})  # the answer's id could not be echoed exactly
+        self.assertEqual(by_id["\udc80"]["result"], {})  # the id echoed exactly, as an escape
         self.assertNotIn("internal error", stderr)
         self.assertEqual(self.gateway.count_by_text(), {})
 
