@@ -100,3 +100,22 @@ class GatewayTestCase(TempHomeTestCase):
         rt = Runtime(self.env)
         self.addCleanup(rt.close)
         return rt
+
+
+def unprivileged_runner(env: dict[str, str]) -> tuple[list[str], str | None]:
+    """(the command prefix that runs a program as ``nobody``, None), or ([], why it cannot).
+
+    For tests that need file modes to count while the suite runs as root, who ignores them.
+    The checkout may sit where only root can read it (a clone in a private temporary
+    directory): then no unprivileged Python can import qmem, and the test must skip, saying so.
+    """
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return [], "running as root and setpriv is unavailable to drop privileges"
+    runner = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*runner, sys.executable, "-c", "import qmem"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        return [], f"an unprivileged user cannot run this Python on this checkout ({said})"
+    return runner, None

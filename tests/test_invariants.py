@@ -1,4 +1,5 @@
-"""DESIGN §8 invariants that hold across modules: admin isolation, standard library only."""
+"""DESIGN §8 invariants that hold across modules: admin isolation, standard library only; and the
+house rules of ARCHITECTURE.md that a static read can check (module size, private names)."""
 
 import ast
 import json
@@ -14,6 +15,9 @@ PACKAGE = REPO / "qmem"
 #: The admin surface: reached only as ``python -m qmem.admin``; nothing at runtime may import it.
 ADMIN_MODULES = {"admin", "adminargs", "admincontext", "adminimport", "admininit", "adminqdrant", "adminrender",
                  "adminstatus", "hermesimport", "hermesimportplan"}
+
+#: What one reader holds in mind (issue 21): past it, a module is split along a real seam.
+MAX_MODULE_LINES = 650
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -38,6 +42,26 @@ class StaticTests(unittest.TestCase):
         allowed = set(sys.stdlib_module_names) | {"__future__", "qmem"}
         offenders = [f"{path.name}:{line} {module}" for path in sorted(PACKAGE.glob("*.py"))
                      for line, module in _imports(path) if module.split(".")[0] not in allowed]
+        self.assertEqual(offenders, [])
+
+    def test_every_module_fits_in_a_readers_head(self):
+        sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in PACKAGE.glob("*.py")}
+        self.assertEqual({name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}, {})
+
+    def test_no_module_reaches_for_another_modules_private_names(self):
+        offenders = []
+        for path in sorted(PACKAGE.glob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            modules = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                       and (node.level or (node.module or "").startswith("qmem")) and not node.module
+                       for alias in node.names}  # from . import config [as config_mod]
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("qmem")):
+                    offenders += [f"{path.name}:{node.lineno} imports {alias.name}" for alias in node.names
+                                  if alias.name.startswith("_") and not alias.name.startswith("__")]
+                elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                      and node.value.id in modules and node.attr.startswith("_") and not node.attr.startswith("__")):
+                    offenders.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
         self.assertEqual(offenders, [])
 
     def test_nothing_outside_the_admin_surface_imports_it(self):

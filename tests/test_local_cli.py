@@ -13,7 +13,7 @@ from qmem.localindex import SCHEMA_VERSION
 
 from .fakes import FakeGateway, refused_url
 from .sessionfiles import SessionFile
-from .support import REPO, GatewayTestCase, TempHomeTestCase
+from .support import REPO, GatewayTestCase, TempHomeTestCase, unprivileged_runner
 
 
 class QuickstartTests(TempHomeTestCase):
@@ -253,9 +253,6 @@ class CliTests(TempHomeTestCase):
             runner = []
         else:
             # root ignores permissions: run the CLI as an unprivileged user against root's files.
-            setpriv = shutil.which("setpriv")
-            if setpriv is None:
-                self.skipTest("running as root and setpriv is unavailable to drop privileges")
             directory = self.home / "ro"
             directory.mkdir()
             env = dict(self.env, QMEM_SQLITE=str(directory / "qmem.sqlite"))
@@ -265,13 +262,9 @@ class CliTests(TempHomeTestCase):
                 os.chmod(path, 0o755)
             for path in directory.iterdir():
                 os.chmod(path, 0o644)
-            runner = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-            # The checkout may sit where only root can read it (a clone in a private temporary directory).
-            probe = subprocess.run([*runner, sys.executable, "-c", "import qmem"], cwd=REPO, env=env,
-                                   capture_output=True, text=True, timeout=60)
-            if probe.returncode != 0:
-                said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
-                self.skipTest(f"an unprivileged user cannot run this Python on this checkout ({said})")
+            runner, why_not = unprivileged_runner(env)
+            if why_not:
+                self.skipTest(why_not)
         before = hashlib.sha256((directory / "qmem.sqlite").read_bytes()).hexdigest()
         proc = subprocess.run([*runner, sys.executable, "-m", "qmem.local", "store", "--queue-only", "--project",
                                "p", "--text", "y"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)

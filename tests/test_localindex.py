@@ -3,7 +3,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from qmem.indexschema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from qmem.lexical import match_expression, query_terms
 from qmem.localindex import LocalIndex
 
-from .support import REPO, TempHomeTestCase
+from .support import REPO, TempHomeTestCase, unprivileged_runner
 
 HOSTILE_QUERIES = [
     '"', '""', '"unbalanced', "*", "deploy*", "*deploy", ":", "text:deploy", "records_fts:deploy",
@@ -520,14 +519,9 @@ class ReadOnlyTests(TempHomeTestCase):
         self.root = os.geteuid() == 0
         self.runner: list[str] = []
         if self.root:
-            setpriv = shutil.which("setpriv")
-            if setpriv is None:
-                self.skipTest("running as root and setpriv is unavailable to drop privileges")
-            self.runner = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-            probe = subprocess.run([*self.runner, sys.executable, "-c", "import qmem"], capture_output=True,
-                                   timeout=60, cwd=REPO, env={"PYTHONPATH": str(REPO)})
-            if probe.returncode != 0:
-                self.skipTest("this Python cannot run as an unprivileged user here")
+            self.runner, why_not = unprivileged_runner({"PYTHONPATH": str(REPO)})
+            if why_not:
+                self.skipTest(why_not)
         self.directory = self.home / "ro"
         self.directory.mkdir()
         self.path = self.directory / "qmem.sqlite"

@@ -184,12 +184,12 @@ SDK_CLIENT = textwrap.dedent("""
     import asyncio, json, sys
     from mcp import ClientSession, StdioServerParameters, stdio_client
     import mcp
+    from mcp.client import session as mcp_session
 
     async def main():
         params = StdioServerParameters(command=sys.argv[1], args=["-m", "qmem.mcp"], env=json.loads(sys.argv[2]),
                                        cwd=sys.argv[3])
         out = {}
-        plain_started = asyncio.get_running_loop().time()
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write, read_timeout_seconds=60) as session:
                 init = await session.initialize()
@@ -205,13 +205,13 @@ SDK_CLIENT = textwrap.dedent("""
                                  "text": searched.content[0].text}
                 bad = await session.call_tool("qmem_get", {})
                 out["bad"] = {"error": bad.is_error, "text": bad.content[0].text}
-        out["plain_seconds"] = asyncio.get_running_loop().time() - plain_started
-        # The high-level client probes with server/discover first and must fall back at once.
-        started = asyncio.get_running_loop().time()
+        # The high-level client probes with server/discover first and must fall back on qmem's
+        # -32601.  Its probe timeout is lifted far past the test's watchdog: a server that left the
+        # probe unanswered would hang the client here instead of costing 10 s unnoticed.
+        mcp_session.DISCOVER_TIMEOUT_SECONDS = 3600
         async with mcp.Client(params) as client:
             listed = await client.list_tools()
             out["auto_tools"] = len(listed.tools)
-        out["auto_seconds"] = asyncio.get_running_loop().time() - started
         print(json.dumps(out))
 
     asyncio.run(main())
@@ -253,10 +253,7 @@ class SdkClientTests(GatewayTestCase):
         self.assertEqual(self.gateway.count_by_text(), {"stored by the sdk": 1})
         self.assertNotIn("fallback", out["search"]["structured"])
         self.assertTrue(out["bad"]["error"])
-        self.assertEqual(out["auto_tools"], 5)
-        # -32601 to server/discover: the probing client falls back at once, no 10 s stall.  It lists tools
-        # only, so it takes less than the plain session that stored and searched; 3x leaves room for load.
-        self.assertLess(out["auto_seconds"], 3 * out["plain_seconds"])
+        self.assertEqual(out["auto_tools"], 5)  # after -32601 to server/discover (see SDK_CLIENT)
 
     def test_search_with_the_gateway_down_is_a_labelled_local_fallback(self):
         out = self.client(refused_url())
