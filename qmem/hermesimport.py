@@ -63,16 +63,16 @@ from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timezone
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from .canonjson import MAX_SAFE_INTEGER, CanonicalJSONError, canonical_bytes
 from .records import MAX_TEXT_CHARS, parse_rfc3339
 from .secretscan import scan
 
-if TYPE_CHECKING:  # the plan imports this module; normalization only reads the inputs it is given
-    from .hermesimportplan import PlanInputs
 
 __all__ = [
+    "MANIFEST_FORMAT",
+    "PlanInputs",
     "TRANSFORM_VERSION",
     "VECTOR_ENCODING",
     "REASONS",
@@ -91,6 +91,7 @@ __all__ = [
 
 #: Written into every imported point; bump it when the mapping below changes meaning.
 TRANSFORM_VERSION = "hermes-v1"
+MANIFEST_FORMAT = "qmem-hermes-import-manifest/1"
 VECTOR_ENCODING = "base64(float64 little-endian)"
 
 #: Fixed forever: changing it would make a re-import add copies instead of overwriting.
@@ -383,6 +384,47 @@ def _identity(payload: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, 
         else:
             identity[name] = None  # absent or malformed: recorded as such, never copied
     return identity
+
+
+# --- one run's inputs (the plan, qmem.hermesimportplan, covers them all) -------------------------
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything besides the points that shapes an import, all of it covered by the plan id."""
+
+    profile: str
+    target_host: str
+    project: str | None
+    source_endpoint: str  # endpoint_identity(): scheme://host:port/path, nothing secret
+    source_collection: str
+    source_dimension: int
+    source_distance: str
+    destination_collection: str
+    destination_dimension: int
+    destination_distance: str
+    destination_vector_name: str | None
+    configured_model: str
+    declared_model: str
+
+    @property
+    def spec(self) -> SourceProfile:
+        return PROFILES[self.profile]
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "format": MANIFEST_FORMAT,
+            "transform_version": TRANSFORM_VERSION,
+            "target_host": self.target_host,
+            "project": self.project,
+            "profile": self.profile,
+            "vector_encoding": VECTOR_ENCODING,
+            "source": {"endpoint": self.source_endpoint, "collection": self.source_collection,
+                       "dimension": self.source_dimension, "distance": self.source_distance,
+                       "vector_name": self.spec.vector_name},
+            "destination": {"collection": self.destination_collection, "dimension": self.destination_dimension,
+                            "distance": self.destination_distance, "vector_name": self.destination_vector_name},
+            "model": {"configured": self.configured_model, "declared": self.declared_model},
+        }
 
 
 def normalize_point(raw: Any, inputs: PlanInputs) -> Outcome:

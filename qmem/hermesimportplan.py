@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 from .canonjson import canonical_bytes
 from .config import validate_url
 from .errors import ConfigError, InputError
-from .hermesimport import PROFILES, TRANSFORM_VERSION, VECTOR_ENCODING, Accepted, Outcome, Skipped, SourceProfile
+from .hermesimport import MANIFEST_FORMAT, Accepted, Outcome, PlanInputs, Skipped
 from .secretscan import scan
 
 __all__ = [
@@ -60,48 +60,6 @@ __all__ = [
     "validate_source_url",
 ]
 
-MANIFEST_FORMAT = "qmem-hermes-import-manifest/1"
-
-
-# --- one run's inputs ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PlanInputs:
-    """Everything besides the points that shapes an import, all of it covered by the plan id."""
-
-    profile: str
-    target_host: str
-    project: str | None
-    source_endpoint: str  # endpoint_identity(): scheme://host:port/path, nothing secret
-    source_collection: str
-    source_dimension: int
-    source_distance: str
-    destination_collection: str
-    destination_dimension: int
-    destination_distance: str
-    destination_vector_name: str | None
-    configured_model: str
-    declared_model: str
-
-    @property
-    def spec(self) -> SourceProfile:
-        return PROFILES[self.profile]
-
-    def header(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "transform_version": TRANSFORM_VERSION,
-            "target_host": self.target_host,
-            "project": self.project,
-            "profile": self.profile,
-            "vector_encoding": VECTOR_ENCODING,
-            "source": {"endpoint": self.source_endpoint, "collection": self.source_collection,
-                       "dimension": self.source_dimension, "distance": self.source_distance,
-                       "vector_name": self.spec.vector_name},
-            "destination": {"collection": self.destination_collection, "dimension": self.destination_dimension,
-                            "distance": self.destination_distance, "vector_name": self.destination_vector_name},
-            "model": {"configured": self.configured_model, "declared": self.declared_model},
-        }
 
 
 def compatibility_problems(inputs: PlanInputs) -> list[str]:
