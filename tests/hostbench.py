@@ -76,6 +76,16 @@ def tool_results(session: Path) -> dict[str, tuple[bool, str]]:
     return results
 
 
+def assert_every_tool_answered(test: Any, session: Path, recalled: str) -> None:
+    """Every tool of :data:`EVERY_TOOL_STEPS` ran in ``session`` without an error, and
+    ``memory_search`` found the ``recalled`` text."""
+    results = tool_results(session)
+    test.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
+    for name, (failed, text) in results.items():
+        test.assertFalse(failed, f"{name}: {text}")
+    test.assertIn(recalled, results["memory_search"][1])
+
+
 def recall_blocks(request: dict[str, Any]) -> list[str]:
     """Recall messages in one LLM request (the system prompt mentions the tag too, as a rule)."""
     return [text_of(m.get("content")) for m in request["messages"]

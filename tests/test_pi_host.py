@@ -21,8 +21,8 @@ from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, EVERY_TOOL_STEPS, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, recall_blocks,
-    tool_results,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
+    recall_blocks,
 )
 from .shadowing import clean_python, make_shadow_project, markers
 from .hosts import pi_executable
@@ -184,11 +184,7 @@ class PiHostTests(AgentHostTestCase):
                 self.assertEqual(markers(imported), {})
                 self.assertIn(EVERY_DONE, proc.stdout)
                 [session] = self.sessions()
-                results = tool_results(session)
-                self.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
-                for name, (failed, text) in results.items():
-                    self.assertFalse(failed, f"{name}: {text}")
-                self.assertIn(f"{RECALLED} (pi)", results["memory_search"][1])
+                assert_every_tool_answered(self, session, f"{RECALLED} (pi)")
                 for request in self.llm.chat_requests[before:]:
                     self.assertEqual(self.blocks(request), 1)
 

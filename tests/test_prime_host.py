@@ -41,8 +41,8 @@ from typing import Any
 from .fakes import refused_url
 from .fakes.llm import Reply, after_last_assistant, text_of
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, EVERY_TOOL_STEPS, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, make_clone, prompt_of,
-    recall_blocks, recording_python, script, tool_results,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
+    prompt_of, recall_blocks, recording_python, script,
 )
 from .hosts import prime_executable, prime_kernel_python
 from .shadowing import clean_python, make_shadow_project, markers
@@ -395,11 +395,7 @@ class PrimeInstallTests(PrimeHostTestCase):
         self.assertEqual(markers(imported), {})
         self.assertIn(EVERY_DONE, proc.stdout)
         [session] = self.sessions()
-        results = tool_results(session)
-        self.assertEqual(set(results), {name for name, _ in EVERY_TOOL_STEPS})
-        for name, (failed, text) in results.items():
-            self.assertFalse(failed, f"{name}: {text}")
-        self.assertIn(f"{RECALLED} (prime)", results["memory_search"][1])
+        assert_every_tool_answered(self, session, f"{RECALLED} (prime)")
         for request in self.llm.chat_requests:
             self.assertRecalledOnce(request)
         started = json.loads((self.home / "bridge-start.json").read_text())
