@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -144,6 +143,8 @@ class Outbox:
 
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
+        import uuid  # here, not at the top: only a flush claims, and the CLI's reads load this module too
+
         token = f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         now = time.time()
         return self.index.claim_pending(limit, token=token, now=now, until=now + lease_seconds,
