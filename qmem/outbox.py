@@ -41,12 +41,14 @@ from .localindex import LocalIndex
 from .records import NewRecord, is_local_id, new_local_id
 
 __all__ = ["Outbox", "Outcome", "QueueReport", "PendingCount", "UnknownLocalRecord", "UNKNOWN_LOCAL_TARGET",
-           "QUEUE_LIMIT"]
+           "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
 #: How many outbox records a report lists unless asked for another number (or all).
 QUEUE_LIMIT = 200
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
 UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"

@@ -35,7 +35,7 @@ from typing import Any
 from .errors import InputError, LocalIndexError, QmemError
 from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .outbox import UnknownLocalRecord
+from .outbox import QUEUED_NOT_SHARED, UnknownLocalRecord
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
@@ -44,9 +44,6 @@ from .runtime import Runtime
 
 __all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
            "score_label", "render_record", "Currency", "TOOLS", "QUEUED_NOT_SHARED"]
-
-#: How every answer and listing marks a record that waits in the outbox.
-QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
