@@ -1,7 +1,7 @@
 """The gateway-lane tools: ``qmem_store``, ``qmem_search``, ``qmem_correct``, ``qmem_meta``, ``qmem_get``.
 
 Each tool is a plain function ``(runtime, arguments) -> ToolResult`` that any host
-adapter calls; a :class:`ToolError` is a failure the host shows as a tool error.
+adapter calls; a :class:`~qmem.errors.ToolError` is a failure the host shows as a tool error.
 
 Promises:
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import InputError, LocalIndexError, QmemError
+from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
 from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
 from .outbox import QUEUED_NOT_SHARED, UnknownLocalRecord
@@ -48,12 +48,6 @@ __all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
 EXCERPT_CHARS = 1_200
-
-
-class ToolError(QmemError):
-    """The tool could not do what was asked; the message is for the model and the user."""
-
-    category = "tool"
 
 
 @dataclass(frozen=True)
