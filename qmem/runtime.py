@@ -5,7 +5,8 @@ lazily, the local index, the outbox and the gateway client.  The CLIs make one p
 command; a host bridge or the MCP server makes one per session.  Nothing here does I/O
 until a service is asked for, so a process that never searches never opens SQLite, and
 nothing is imported before it is needed: a local ``find`` loads neither the gateway client
-(nor ``http.client`` and ``ssl``) nor the outbox.
+(nor ``http.client`` and ``ssl``) nor the outbox, and a session that only lists its tools
+loads no SQLite.
 The recall lane is never given the runtime: :meth:`Runtime.recall_services` hands it a
 narrow handle that reaches none of the index, the outbox and the gateway.
 """
@@ -20,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from . import config as config_mod
 from .config import Config, Paths
 from .diagnostics import Warnings
-from .localindex import LocalIndex
 
 if TYPE_CHECKING:  # each imported where it is opened: a process uses only some of them
     from .breaker import Breaker
     from .gateway import GatewayClient
+    from .localindex import LocalIndex
     from .outbox import Outbox
     from .recallservices import RecallServices
 
@@ -46,6 +47,8 @@ class Runtime:
 
     @property
     def index(self) -> LocalIndex:
+        from .localindex import LocalIndex  # here: SQLite only for a process that reads or writes the index
+
         with self._lock:
             if self._index is None:
                 upgrade = _UpgradeProgress()
