@@ -232,7 +232,7 @@ def _sendable(prompt: str) -> bool:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    from .secretscan import scan  # here, not at the top: a session that never recalls never loads the scanner
+    from .secretscan import scan  # here, not at the top: with the first prompt, not at Hermes' start
 
     return not scan(prompt)
 
