@@ -1,6 +1,6 @@
 """Benchmark whole-process start-up: ``qmem.local find``, the MCP server and the bridge.
 
-    python scripts/bench_startup.py [--records 10000] [--runs 40]
+    python scripts/bench_startup.py [--records 10000] [--runs 40] [--kinds find,raw,...] [--no-site]
 
 Builds a --records local index (the corpus of ``bench_localindex.py``) and a config naming a
 gateway (a refused loopback port, never called by these paths) with recall off, then times
@@ -17,6 +17,9 @@ order), and prints p50 and p90 of each:
     its ``ready`` line and to its ``session_start`` answer.
 Then the ratios: find / raw (target <= 1.5x), and MCP and bridge start-up against ``pass`` and
 against ``raw``.  Every process runs this interpreter (``sys.executable``); nothing here asserts.
+``--no-site`` starts every process with ``-S``: a ``.pth`` file in site-packages that imports
+modules at each start (as some sandboxes install) slows ``pass`` and ``raw`` and preloads part
+of what qmem imports, so it flatters the ratios; ``-S`` shows them without it.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
 rowids = [row[0] for row in conn.execute(
     "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rank LIMIT 10", (sys.argv[2],))]
-texts = dict(conn.execute(f"SELECT rowid, id || '  ' || text FROM records WHERE rowid IN ({','.join('?' * len(rowids))})",
-                          rowids).fetchall())
+marks = ",".join("?" * len(rowids))
+texts = dict(conn.execute(f"SELECT rowid, id || '  ' || text FROM records WHERE rowid IN ({marks})", rowids))
 print("\\n".join(texts[rowid] for rowid in rowids))
 """
 
@@ -76,6 +79,10 @@ def final_matches(database: Path, queries: list[str]) -> list[str]:
             assert timed.last_match is not None
             finals.append(timed.last_match)
     return finals
+
+
+#: The interpreter and its flags for every process started (``--no-site`` adds ``-S``).
+PYTHON = [sys.executable]
 
 
 def run_process(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -112,7 +119,7 @@ def conversation(argv: list[str], env: dict[str, str], cwd: Path, first: Callabl
 
 def mcp_start(env: dict[str, str], cwd: Path) -> tuple[float, float]:
     entry = server_entry(env)
-    argv = [entry.command, *entry.args]
+    argv = [entry.command, *PYTHON[1:], *entry.args]
     env = {**env, **entry.literal_env}
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -150,7 +157,7 @@ def bridge_start(env: dict[str, str], project: Path) -> tuple[float, float]:
     start = {"id": 1, "method": "session_start",
              "params": {"cwd": str(project), "extensionDir": str(extension), "extensionRealDir": str(REPO / "qmem"),
                         "header": {}}}
-    return conversation([sys.executable, "-c", bootstrap], bridge_env, REPO,
+    return conversation([*PYTHON, "-c", bootstrap], bridge_env, REPO,
                         is_ready, start,
                         lambda message: message.get("id") == 1)
 
@@ -161,8 +168,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--kinds", default="find,raw,pass,mcp,bridge",
                         help="which processes to time, comma-separated (default: all five)")
+    parser.add_argument("--no-site", action="store_true", help="start every process with -S (see above)")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cores")
+    if args.no_site:
+        PYTHON.append("-S")
+    print(f"python {sys.version.split()[0]} ({' '.join(PYTHON)}), {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         project = home / "proj"
@@ -181,14 +191,14 @@ def main() -> None:
               f"{args.runs} rounds")
 
         def find(i: int) -> dict[str, float]:
-            return {"find": run_process([sys.executable, "-m", "qmem.local", "find", "--", *queries[i].split()],
+            return {"find": run_process([*PYTHON, "-m", "qmem.local", "find", "--", *queries[i].split()],
                                         env, project)}
 
         def raw(i: int) -> dict[str, float]:
-            return {"raw": run_process([sys.executable, "-c", RAW, str(database), finals[i]], env, project)}
+            return {"raw": run_process([*PYTHON, "-c", RAW, str(database), finals[i]], env, project)}
 
         def bare(i: int) -> dict[str, float]:
-            return {"pass": run_process([sys.executable, "-c", "pass"], env, project)}
+            return {"pass": run_process([*PYTHON, "-c", "pass"], env, project)}
 
         def mcp(i: int) -> dict[str, float]:
             initialized, listed = mcp_start(env, project)
