@@ -76,8 +76,7 @@ from .cli import (  # noqa: E402
 )
 from .errors import QmemError  # noqa: E402
 from .runtime import Runtime  # noqa: E402
-from .transport import set_wait_observer  # noqa: E402
-from .waitline import WaitLine  # noqa: E402
+from .waitline import WaitLine, set_wait_observer  # noqa: E402
 
 # The pipeline's pieces stay importable from here, where the import benchmark and the tests find them.
 __all__ = ["run", "main", "build_parser", "INDEXED_FIELDS", "layout_problems", "ImportRequest", "PointSpool",

@@ -71,7 +71,6 @@ from .errors import QmemError  # noqa: E402
 from .hostidentity import HostEvidence, identify_host  # noqa: E402
 from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key  # noqa: E402
 from .plugin import PluginSession  # noqa: E402
-from .recall import recall_patch  # noqa: E402
 
 __all__ = ["Bridge", "main"]
 
@@ -305,6 +304,8 @@ class Bridge:
             messages = params.get("messages") if isinstance(params.get("messages"), list) else []
             out = session.context(messages, rlm_depth=params.get("rlmDepth"),
                                   depth_given=params.get("depthGiven") is True, cancel=cancel)
+            from .recall import recall_patch  # loaded by the session's recall lane by now (see qmem.plugin)
+
             return recall_patch(messages, out)
         if method == "before_agent_start":
             active = params.get("activeTools")

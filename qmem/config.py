@@ -40,7 +40,6 @@ from urllib.parse import urlsplit
 from .atomicfile import write_atomic
 from .configfile import OversizedNumber, read_config_file
 from .errors import ConfigError
-from .secretscan import scan
 
 __all__ = [
     "Config",
@@ -221,6 +220,8 @@ def shown_key(key: str) -> str:
     Unknown keys are echoed so the user can find them, but a key name is user text: a token
     pasted as a key, or an opaque name, is described instead of shown.
     """
+    from .secretscan import scan  # here, not at the top: only a message that names a key needs the scanner
+
     if _PLAIN_KEY.fullmatch(key) and not scan(key) and sum(ch.isdigit() for ch in key) <= 4:
         return key
     return f"<a {len(key)}-character name, not shown>"

@@ -12,7 +12,7 @@ stderr and a non-zero exit; anything else that escapes is a bug.
 
 from __future__ import annotations
 
-__all__ = ["QmemError", "ConfigError", "InputError", "LocalIndexError", "CorruptIndexError"]
+__all__ = ["QmemError", "ConfigError", "InputError", "LocalIndexError", "CorruptIndexError", "ToolError"]
 
 
 class QmemError(Exception):
@@ -52,3 +52,9 @@ class CorruptIndexError(LocalIndexError):
     """The local index file is not a usable qmem database; it was left untouched."""
 
     category = "index"
+
+
+class ToolError(QmemError):
+    """The tool could not do what was asked; the message is for the model and the user."""
+
+    category = "tool"

@@ -18,7 +18,6 @@ from collections.abc import MutableMapping
 from typing import Protocol
 
 from . import config as config_mod
-from .credentialaudit import hide_flagged
 from .errors import ConfigError
 from .gateway import GatewayRefused, GatewayUnavailable
 from .runtime import Runtime
@@ -134,6 +133,8 @@ def _show(env: MutableMapping[str, str]) -> str:
             for role in ("gateway", "qdrant", "embedding")}
     document["credentials (environment)"] = {config_mod.credential_variable(role): state
                                              for role, state in keys.items()}
+    from .credentialaudit import hide_flagged  # here, not at the top: only `show` audits the settings
+
     return json.dumps(hide_flagged(document), indent=2)  # a token pasted into a non-secret field
 
 

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import functools
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
-from hashlib import sha256
 from typing import Any, TypeVar
 
 from .errors import InputError
@@ -87,12 +85,16 @@ _CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9
 
 
 def content_hash(text: str) -> str:
+    from hashlib import sha256  # here, not at the top: only writes hash text, and a find writes nothing
+
     return sha256(normalize_text(text).encode("utf-8")).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def this_machine() -> str:
     """The provenance name of this machine (its host name)."""
+    import socket  # here, not at the top: only writes name the machine, and a find writes nothing
+
     return socket.gethostname() or "unknown"
 
 

@@ -37,7 +37,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .config import CREDENTIAL_VARIABLES
-from .secretscan import redact
 
 __all__ = ["KnownKeys", "known_keys", "redact_known", "safe_server_text", "PIECE", "ANCHOR", "MARKER"]
 
@@ -212,5 +211,7 @@ def redact_known(text: str, env: Mapping[str, str] | None = None, extra: Iterabl
 def safe_server_text(text: str, limit: int, extra: Iterable[str | None] = ()) -> str:
     """Text a server sent, made fit to show and store: one line of at most ``limit`` characters
     with qmem's keys (and ``extra``) redacted by value and any other credential by shape."""
+    from .secretscan import redact  # here, not at the top: the scanner only when a server's words are kept
+
     text = known_keys(extra=extra).redact(text[: limit * 4])
     return " ".join(redact(text).split())[:limit]

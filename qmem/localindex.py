@@ -1,13 +1,14 @@
 """The local index: one SQLite file that answers searches when the gateway cannot, and the
-one module that reads and writes its tables.
+one module whose operations read and write its tables.
 
 Promises:
 
-* **One owner.**  Every statement against ``records``, ``meta``, ``import_files`` and
-  ``import_calls`` is here (their schema: :mod:`qmem.indexschema`); the outbox, sync and
-  session import call the named operations below.  Each operation is one transaction, so a
-  full or read-only disk leaves nothing half-written.  Opening, transactions and the
-  read-only fallback are :class:`qmem.indexfile.IndexFile`'s.
+* **One owner.**  Every operation on ``records``, ``meta``, ``import_files`` and
+  ``import_calls`` is here (their schema: :mod:`qmem.indexschema`; the row statements the
+  operations compose: :mod:`qmem.indexrows`); the outbox, sync and session import call the
+  named operations below.  Each operation is one transaction, so a full or read-only disk
+  leaves nothing half-written.  Opening, transactions and the read-only fallback are
+  :class:`qmem.indexfile.IndexFile`'s.
 * **Records** are what qmem has learned about gateway records (from its own answers,
   session files, ``pull``) plus the outbox's local records.  Learning merges
   (:func:`qmem.indexrecord.merge_observation`): full text is never replaced by partial text,
@@ -31,19 +32,20 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError, LocalIndexError
+from . import indexrows
+from .errors import InputError
 from .indexfile import IndexFile
 from .indexrecord import (
-    RECORD_COLUMNS, STATES, Observation, Outcome, Record, accepted_fields, content_hash, merge_observation,
-    observation_from_record, storable_observation, storable_text, this_machine, utc_now, with_stored_times,
+    RECORD_COLUMNS, STATES, Observation, Outcome, Record, content_hash, merge_observation, observation_from_record,
+    storable_text, this_machine, utc_now,
 )
+from .indexrows import RECORD_COLUMNS_SQL, row_to_record
 from .indexschema import APPLICATION_ID, SCHEMA_VERSION
 from .lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
 from .localsearch import MAX_FIND_LIMIT, FindResult, find_terms, ranked
-from .records import is_local_id
 
 __all__ = [
     "LocalIndex",
@@ -56,9 +58,6 @@ __all__ = [
     "MAX_FIND_LIMIT", "QueryTerms", "STOPWORDS", "MAX_QUERY_TERMS", "MAX_TERM_CHARS", "query_terms",
     "match_expression", "merge_observation", "observation_from_record", "content_hash", "utc_now", "this_machine",
 ]
-
-#: The SELECT list that :func:`row_to_record` reads.
-RECORD_COLUMNS_SQL = ", ".join(RECORD_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ class LocalIndex(IndexFile):
         storable_text(key, "the meta key")
         storable_text(value, "the meta value")
         with self.transaction() as conn:
-            _set_meta(conn, key, value)
+            indexrows.set_meta(conn, key, value)
 
     # -- records
 
@@ -160,9 +159,9 @@ class LocalIndex(IndexFile):
             storable_text(value, "the meta value")
         with self.transaction() as conn:
             for obs in observations:
-                counts[_learn_one(conn, obs, now)] += 1
+                counts[indexrows.learn_observation(conn, obs, now)] += 1
             for key, value in (meta or {}).items():
-                _set_meta(conn, key, value)
+                indexrows.set_meta(conn, key, value)
         return counts
 
     def find(
@@ -255,7 +254,7 @@ class LocalIndex(IndexFile):
                 "SELECT created_at, (julianday('now') - julianday(created_at)) * 86400.0 FROM records "
                 "WHERE state IN ('observed', 'synced') AND julianday(created_at) IS NOT NULL "
                 "ORDER BY julianday(created_at) DESC LIMIT 1").fetchone()
-            queue = _queue_counts(conn)
+            queue = indexrows.queue_counts(conn)
             files = one("SELECT count(*) FROM import_files")
             version = one("PRAGMA user_version")
         return IndexStatus(
@@ -286,7 +285,7 @@ class LocalIndex(IndexFile):
         if record.local_id is None or record.id != record.local_id:
             raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
-            return _add_queued(conn, record)
+            return indexrows.insert_queued(conn, record)
 
     def claim_pending(self, limit: int, *, token: str, now: float, until: float,
                       holder_is_gone: Callable[[str], bool]) -> list[Record]:
@@ -336,7 +335,7 @@ class LocalIndex(IndexFile):
         with self.transaction() as conn:
             synced = [outcome for outcome in outcomes if outcome.state == "synced"]
             if synced:
-                _adopt_gateway_ids(conn, synced)
+                indexrows.adopt_gateway_ids(conn, synced)
             for outcome in outcomes:
                 if outcome.state == "synced":
                     continue
@@ -348,7 +347,7 @@ class LocalIndex(IndexFile):
                                  "attempts = attempts + 1, reason = ? WHERE local_id = ? AND state = 'pending'",
                                  (outcome.reason, outcome.local_id))
                 else:
-                    _by_local_id(conn, outcome.local_id)
+                    indexrows.queued_by_local_id(conn, outcome.local_id)
                     conn.execute("UPDATE records SET state = ?, reason = ?, duplicate_of = ?, claim_token = NULL, "
                                  "claim_until = NULL, attempts = attempts + 1 WHERE local_id = ?",
                                  (outcome.state, outcome.reason, outcome.matched_id, outcome.local_id))
@@ -383,13 +382,13 @@ class LocalIndex(IndexFile):
             for row in rows:
                 conn.execute("UPDATE records SET state = 'pending', reason = NULL, claim_token = NULL, "
                              "claim_until = NULL WHERE local_id = ?", (row.local_id,))
-                _mark_target(conn, row)
+                indexrows.mark_target(conn, row)
             return tuple(rows)
 
     def queue_counts(self) -> dict[str, int]:
         """Outbox rows by state: pending, synced, duplicate, failed."""
         with self.reading() as conn:
-            return _queue_counts(conn)
+            return indexrows.queue_counts(conn)
 
     def queue_records(self, limit: int | None) -> tuple[Record, ...]:
         """Up to ``limit`` outbox rows (None: all): failed, pending, duplicate, then synced; newest
@@ -472,9 +471,9 @@ class LocalIndex(IndexFile):
                 raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
             for obs in observations:
-                counts[_learn_one(conn, obs, now)] += 1
+                counts[indexrows.learn_observation(conn, obs, now)] += 1
             for row in queued:
-                if _add_queued(conn, row)[1]:
+                if indexrows.insert_queued(conn, row)[1]:
                     counts["queued"] += 1
                     counts["queued_failed"] += row.state == "failed"
             conn.execute("DELETE FROM import_calls WHERE file_key = ?", (file_key,))
@@ -488,153 +487,3 @@ class LocalIndex(IndexFile):
                 "inode = excluded.inode, offset = excluded.offset, head = excluded.head, tail = excluded.tail",
                 (file_key, file.size, file.mtime_ns, file.inode, file.offset, file.head, file.tail))
         return counts
-
-
-# --- statements inside a transaction ------------------------------------------------------
-
-def _set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
-
-
-def _get(conn: sqlite3.Connection, record_id: str) -> Record | None:
-    row = conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE id = ?", (record_id,)).fetchone()
-    return row_to_record(row) if row else None
-
-
-def _insert(conn: sqlite3.Connection, record: Record) -> None:
-    values = _record_values(record)
-    conn.execute(f"INSERT INTO records ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
-                 tuple(values.values()))
-
-
-def _update(conn: sqlite3.Connection, record: Record, *, where_id: str | None = None,
-            release_claim: bool = False) -> None:
-    values = _record_values(record)
-    if release_claim:
-        values.update(claim_token=None, claim_until=None)
-    assignments = ", ".join(f"{name} = ?" for name in values)
-    conn.execute(f"UPDATE records SET {assignments} WHERE id = ?", (*values.values(), where_id or record.id))
-
-
-def _learn_one(conn: sqlite3.Connection, obs: Observation, now: str) -> str:
-    """Merge one observation: ``added``, ``updated`` or ``unchanged``.
-
-    InputError (the transaction is then rolled back) if it holds text that cannot be stored.
-    """
-    if not storable_observation(obs):
-        raise InputError("a learned record holds text that is not valid Unicode (a lone surrogate code point); "
-                         "nothing was written")
-    existing = _get(conn, obs.id)
-    merged = merge_observation(existing, obs, now)
-    if merged is None:
-        return "unchanged"
-    if existing is None:
-        _insert(conn, merged)
-        return "added"
-    _update(conn, merged)
-    return "updated"
-
-
-def _add_queued(conn: sqlite3.Connection, record: Record) -> tuple[Record, bool]:
-    key = record.local_id
-    known = conn.execute("SELECT id FROM records WHERE local_id = ? OR id = ?", (key, key)).fetchone()
-    if known is not None:
-        existing = _get(conn, known[0])
-        assert existing is not None
-        return existing, False
-    _insert(conn, record)
-    if record.state == "pending":
-        _mark_target(conn, record)
-    return record, True
-
-
-def _queue_counts(conn: sqlite3.Connection) -> dict[str, int]:
-    queue = {state: 0 for state in ("pending", "synced", "duplicate", "failed")}
-    for state, count in conn.execute("SELECT state, count(*) FROM records WHERE local_id IS NOT NULL GROUP BY state"):
-        queue[state] = count
-    return queue
-
-
-def _mark_target(conn: sqlite3.Connection, correction: Record) -> None:
-    """A queued correction hides its target now: ``superseded_by`` = the correction's local id.
-
-    The target is found by gateway id or by local id; an already superseded target keeps
-    what it knew.  A target not in the index is left to the gateway to decide.
-    """
-    target = correction.supersedes_id
-    if target:
-        conn.execute("UPDATE records SET superseded_by = ? WHERE (id = ? OR local_id = ?) AND superseded_by IS NULL",
-                     (correction.local_id, target, target))
-
-
-def _by_local_id(conn: sqlite3.Connection, local_id: str) -> Record:
-    row = conn.execute(f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id = ?", (local_id,)).fetchone()
-    if row is None:
-        raise LocalIndexError("that record is not in the local outbox")
-    return row_to_record(row)
-
-
-def _adopt_gateway_ids(conn: sqlite3.Connection, outcomes: list[Outcome]) -> None:
-    """Records the gateway accepted adopt its ids, and every reference to their local ids follows.
-
-    This runs for every record of every flush, so the rows are read with one query per batch,
-    each row is updated with only what changed (rewriting an unchanged text would re-index it
-    in FTS for nothing), and local-id references are remapped with one statement per batch.
-    """
-    local_ids = [outcome.local_id for outcome in outcomes]
-    marks = ", ".join("?" * len(local_ids))
-    mine_by_local = {row["local_id"]: row_to_record(row) for row in conn.execute(
-        f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE local_id IN ({marks})", local_ids)}
-    gateway_ids = [str(outcome.gateway_record["id"]) for outcome in outcomes if outcome.gateway_record]
-    learned_meanwhile = {row["id"]: row_to_record(row) for row in conn.execute(
-        f"SELECT {RECORD_COLUMNS_SQL} FROM records WHERE id IN ({', '.join('?' * len(gateway_ids))}) "
-        f"AND (local_id IS NULL OR local_id NOT IN ({marks}))", (*gateway_ids, *local_ids))}
-    now = utc_now()
-    adopted: set[str] = set()
-    for outcome in outcomes:
-        gateway_record = outcome.gateway_record
-        assert gateway_record is not None
-        mine = mine_by_local.get(outcome.local_id)
-        if mine is None:
-            raise LocalIndexError("that record is not in the local outbox")
-        gateway_id = str(gateway_record["id"])
-        updates = accepted_fields(mine, gateway_record, now)
-        # Learned meanwhile (pull, import), or — from a gateway that answers two keys with one
-        # record — adopted by another record of this very batch.
-        already = learned_meanwhile.get(gateway_id) or (_get(conn, gateway_id) if gateway_id in adopted else None)
-        adopted.add(gateway_id)
-        if already is not None:  # one row, not two
-            conn.execute("DELETE FROM records WHERE local_id = ?", (outcome.local_id,))
-            updates.update(superseded_by=already.superseded_by or updates.get("superseded_by"),
-                           deleted_at=already.deleted_at, private=already.private)
-            _update(conn, replace(mine, **updates), where_id=already.id, release_claim=True)
-        else:
-            changed = {name: value for name, value in updates.items() if getattr(mine, name) != value}
-            assignments = "".join(f"{name} = ?, " for name in changed)
-            conn.execute(f"UPDATE records SET {assignments}claim_token = NULL, claim_until = NULL "
-                         f"WHERE local_id = ?", (*changed.values(), outcome.local_id))
-        if mine.supersedes_id and not is_local_id(mine.supersedes_id):
-            # The gateway marks the target superseded; mirror it so find hides it now.  (A target
-            # that was itself queued is marked with this local id already, remapped below.)
-            conn.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
-                         "WHERE id = ? AND superseded_by IS NULL",
-                         (gateway_id, mine.supersede_reason, mine.supersedes_id))
-    for column in ("supersedes_id", "superseded_by"):
-        conn.execute(f"UPDATE records SET {column} = (SELECT s.id FROM records AS s WHERE s.local_id = "
-                     f"records.{column}) WHERE {column} IN ({marks})", local_ids)
-
-
-# --- rows and records -----------------------------------------------------------------------
-
-def _record_values(record: Record) -> dict[str, Any]:
-    record = with_stored_times(record)  # every row written keeps its times in the one form
-    values = {name: getattr(record, name) for name in RECORD_COLUMNS}
-    values["private"] = 1 if record.private else 0
-    return values
-
-
-def row_to_record(row: sqlite3.Row) -> Record:
-    values = dict(zip(RECORD_COLUMNS, row, strict=True))
-    values["private"] = bool(values["private"])
-    return Record(**values)

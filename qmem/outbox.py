@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,12 +41,14 @@ from .localindex import LocalIndex
 from .records import NewRecord, is_local_id, new_local_id
 
 __all__ = ["Outbox", "Outcome", "QueueReport", "PendingCount", "UnknownLocalRecord", "UNKNOWN_LOCAL_TARGET",
-           "QUEUE_LIMIT"]
+           "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
 #: How many outbox records a report lists unless asked for another number (or all).
 QUEUE_LIMIT = 200
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
 UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"
@@ -144,6 +145,8 @@ class Outbox:
 
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
+        import uuid  # here, not at the top: only a flush claims, and the CLI's reads load this module too
+
         token = f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         now = time.time()
         return self.index.claim_pending(limit, token=token, now=now, until=now + lease_seconds,

@@ -18,6 +18,12 @@ lane) and promises:
   :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise.
 * :meth:`~PluginSession.command` runs ``/qmem:config`` and ``/qmem:local``
   (:mod:`qmem.hostcommands`).
+
+Lanes: the session imports each lane where it first uses it — the gateway tools
+(:mod:`qmem.store`, :mod:`qmem.sync`) at the first tool call or flush, recall (:mod:`qmem.recall`)
+at the first hook or ``memory_search``, the commands at the first command — so an adapter
+answers its handshake (the tool list, the rules) without loading the HTTP stack, SQLite or the
+credential scanner.
 """
 
 from __future__ import annotations
@@ -27,19 +33,18 @@ import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Warnings
-from .errors import ConfigError, InputError, QmemError
-from .hostcommands import HostUI, NoUI, config_command, local_command
+from .errors import ConfigError, InputError, QmemError, ToolError
 from .jsonlines import LONE_SURROGATE
-from .recall import Recall
 from .rules import machine_identity, project_suggestion, rules_block
 from .runtime import Runtime
-from .store import TOOLS as GATEWAY_TOOLS
-from .store import ToolError
-from .sync import flush
 from .tools import TOOL_NAMES, TOOLS, ToolDefinition
+
+if TYPE_CHECKING:  # each lane is imported where a session first uses it (see "Lanes" above)
+    from .hostcommands import HostUI
+    from .recall import Recall
 
 __all__ = ["PluginSession"]
 
@@ -90,6 +95,8 @@ class PluginSession:
 
     @property
     def recall(self) -> Recall:
+        from .recall import Recall  # the recall lane (see "Lanes" above)
+
         runtime = self.runtime
         with self._lock:
             if self._recall is None:
@@ -129,6 +136,8 @@ class PluginSession:
         if name == "memory_search":
             answer = self.recall.memory_search(args, cancel=cancel)
             return {"content": [{"type": "text", "text": answer["text"]}], "details": answer["details"]}
+        from .store import TOOLS as GATEWAY_TOOLS  # the gateway lane (see "Lanes" above)
+
         tool = GATEWAY_TOOLS.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r}")
@@ -152,6 +161,8 @@ class PluginSession:
             self._flusher.start()
 
     def _flush_quietly(self) -> None:
+        from .sync import flush  # the gateway lane (see "Lanes" above)
+
         try:
             runtime = self.runtime
             if runtime.gateway is not None and runtime.outbox.pending_count() and flush(runtime).failed:
@@ -211,6 +222,8 @@ class PluginSession:
 
     def command(self, name: str, args: str, ui: HostUI | None = None) -> str:
         """Run ``/qmem:config`` or ``/qmem:local``; returns the text to show."""
+        from .hostcommands import NoUI, config_command, local_command  # the commands (see "Lanes" above)
+
         ui = ui or NoUI()
         if name == "qmem:local":
             return local_command(self.env, args)

@@ -53,7 +53,6 @@ from .memorycontext import Excerpt, render_block, unique_excerpts
 from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
 from .recallservices import RecallServices
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
-from .secretscan import scan
 
 __all__ = [
     "RECALL_CUSTOM_TYPE",
@@ -233,6 +232,8 @@ def _sendable(prompt: str) -> bool:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
         return False
+    from .secretscan import scan  # here, not at the top: with the first prompt, not at Hermes' start
+
     return not scan(prompt)
 
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InputError
-from .secretscan import scan
 
 __all__ = [
     "KINDS",
@@ -83,6 +81,8 @@ def is_local_id(value: object) -> bool:
 
 
 def new_local_id() -> str:
+    import uuid  # here, not at the top: only a store mints ids, and most users of records never do
+
     return LOCAL_ID_PREFIX + uuid.uuid4().hex
 
 
@@ -255,6 +255,8 @@ def credential_findings(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
             names.append(name)
             parts.append(value)
             offset += len(value) + 2
+    from .secretscan import scan  # here, not at the top: most users of records never scan (a local find)
+
     found: dict[tuple[str, str], None] = {}
     for finding in scan("\n\n".join(parts)):
         found[(names[bisect.bisect_right(starts, finding.start) - 1], finding.family)] = None

@@ -3,7 +3,10 @@
 A :class:`Runtime` holds the configuration, the resolved paths, the warn-once state and,
 lazily, the local index, the outbox and the gateway client.  The CLIs make one per
 command; a host bridge or the MCP server makes one per session.  Nothing here does I/O
-until a service is asked for, so a process that never searches never opens SQLite.
+until a service is asked for, so a process that never searches never opens SQLite, and
+nothing is imported before it is needed: a local ``find`` loads neither the gateway client
+(nor ``http.client`` and ``ssl``) nor the outbox, and a session that only lists its tools
+loads no SQLite.
 The recall lane is never given the runtime: :meth:`Runtime.recall_services` hands it a
 narrow handle that reaches none of the index, the outbox and the gateway.
 """
@@ -13,16 +16,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
-from .breaker import Breaker
 from .config import Config, Paths
 from .diagnostics import Warnings
-from .gateway import GatewayClient
-from .localindex import LocalIndex
-from .outbox import Outbox
-from .recallservices import BreakerFactory, RecallServices, recall_services
+
+if TYPE_CHECKING:  # each imported where it is opened: a process uses only some of them
+    from .breaker import Breaker
+    from .gateway import GatewayClient
+    from .localindex import LocalIndex
+    from .outbox import Outbox
+    from .recallservices import RecallServices
 
 __all__ = ["Runtime"]
 
@@ -42,6 +47,8 @@ class Runtime:
 
     @property
     def index(self) -> LocalIndex:
+        from .localindex import LocalIndex  # here: SQLite only for a process that reads or writes the index
+
         with self._lock:
             if self._index is None:
                 upgrade = _UpgradeProgress()
@@ -53,11 +60,15 @@ class Runtime:
 
     @property
     def outbox(self) -> Outbox:
+        from .outbox import Outbox  # here: a read of the index needs no outbox
+
         return Outbox(self.index)
 
     # -- gateway side
 
     def breaker_for(self, url: str) -> Breaker:
+        from .recallservices import BreakerFactory  # here: only a process that calls a service needs breakers
+
         return BreakerFactory.from_config(self.config, self.paths, self.warnings)(url)
 
     @property
@@ -65,6 +76,8 @@ class Runtime:
         """The gateway client, or None when no ``url`` is configured."""
         with self._lock:
             if self._gateway is None and self.config.url:
+                from .gateway import GatewayClient  # here: the HTTP stack, only for a process that calls the gateway
+
                 self._gateway = GatewayClient(
                     self.config.url, config_mod.credential("gateway", self.env),
                     breaker=self.breaker_for(self.config.url),
@@ -85,6 +98,8 @@ class Runtime:
 
     def recall_services(self) -> RecallServices:
         """The recall lane's handle: its settings, its credentials, breakers and the warnings."""
+        from .recallservices import recall_services  # here: only a session that recalls needs it
+
         return recall_services(self.config, self.paths, self.env, self.warnings)
 
     def close(self) -> None:

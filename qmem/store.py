@@ -1,7 +1,7 @@
 """The gateway-lane tools: ``qmem_store``, ``qmem_search``, ``qmem_correct``, ``qmem_meta``, ``qmem_get``.
 
 Each tool is a plain function ``(runtime, arguments) -> ToolResult`` that any host
-adapter calls; a :class:`ToolError` is a failure the host shows as a tool error.
+adapter calls; a :class:`~qmem.errors.ToolError` is a failure the host shows as a tool error.
 
 Promises:
 
@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import InputError, LocalIndexError, QmemError
+from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
 from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .outbox import UnknownLocalRecord
+from .outbox import QUEUED_NOT_SHARED, UnknownLocalRecord
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
@@ -45,18 +45,9 @@ from .runtime import Runtime
 __all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
            "score_label", "render_record", "Currency", "TOOLS", "QUEUED_NOT_SHARED"]
 
-#: How every answer and listing marks a record that waits in the outbox.
-QUEUED_NOT_SHARED = "queued locally, not yet shared"
-
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
 EXCERPT_CHARS = 1_200
-
-
-class ToolError(QmemError):
-    """The tool could not do what was asked; the message is for the model and the user."""
-
-    category = "tool"
 
 
 @dataclass(frozen=True)

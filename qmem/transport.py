@@ -34,14 +34,14 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .errors import QmemError
 from .knownkeys import KnownKeys, known_keys
+from .waitline import set_wait_observer, wait_observer  # the observer's slot (still set from here too)
 
 __all__ = ["HttpClient", "Response", "TransportError", "parse_retry_after", "set_wait_observer"]
 
@@ -51,18 +51,6 @@ MAX_RETRY_AFTER_S = 300.0
 #: TransportError kinds.  Definitive: nothing answered.  Ambiguous: something answered badly.
 DEFINITIVE_KINDS = frozenset({"connect", "dns", "tls", "header_timeout"})
 AMBIGUOUS_KINDS = frozenset({"body_timeout", "disconnect", "http_status"})
-
-
-#: ``observer(service, timeout_s)`` -> a context manager around each request, or None.
-#: A CLI on a terminal installs :class:`qmem.waitline.WaitLine` to say what it waits for.
-WaitObserver = Callable[[str, float], AbstractContextManager[None]]
-_wait_observer: WaitObserver | None = None
-
-
-def set_wait_observer(observer: WaitObserver | None) -> None:
-    """Install (or remove, with None) the process-wide observer of waits on the network."""
-    global _wait_observer
-    _wait_observer = observer
 
 
 class TransportError(QmemError):
@@ -338,7 +326,7 @@ class HttpClient:
                                      sent=False) from None
             all_headers["Content-Type"] = "application/json"
         all_headers.update(headers or {})
-        observer = _wait_observer
+        observer = wait_observer()
         if observer is None:
             return self._send(method, target, body, all_headers, budget, cancel)
         with observer(self.service, self.connect_timeout + self.body_timeout if budget is None else budget):

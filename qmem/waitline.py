@@ -1,7 +1,10 @@
 """One progress line on a terminal while a command waits on the network.
 
-:class:`WaitLine` is a transport wait observer (:func:`qmem.transport.set_wait_observer`): a
-command line front end installs it when its stderr is a terminal.  A request that has not
+:class:`WaitLine` is a wait observer: a command line front end installs it with
+:func:`set_wait_observer` when its stderr is a terminal, and :mod:`qmem.transport` tells the
+installed observer (:func:`wait_observer`) about every request.  The slot is here, not in the
+transport, so that installing the line does not load the HTTP stack for a command that never
+uses it.  A request that has not
 finished after :data:`QUIET_S` seconds gets one line on stderr, rewritten in place once a
 second — what it waits for, for how long, and its timeout::
 
@@ -17,13 +20,29 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TextIO
 
-__all__ = ["WaitLine", "QUIET_S"]
+__all__ = ["WaitLine", "QUIET_S", "WaitObserver", "set_wait_observer", "wait_observer"]
 
 QUIET_S = 1.0
+
+#: ``observer(service, timeout_s)`` -> a context manager around each request, or None.
+#: A CLI on a terminal installs :class:`WaitLine` to say what it waits for.
+WaitObserver = Callable[[str, float], AbstractContextManager[None]]
+_wait_observer: WaitObserver | None = None
+
+
+def set_wait_observer(observer: WaitObserver | None) -> None:
+    """Install (or remove, with None) the process-wide observer of waits on the network."""
+    global _wait_observer
+    _wait_observer = observer
+
+
+def wait_observer() -> WaitObserver | None:
+    """The observer installed, if any."""
+    return _wait_observer
 
 
 class WaitLine:
