@@ -1,4 +1,5 @@
-"""The recall lane holds only what it needs: no import of, and no reference to, the index, the outbox or the gateway.
+"""The lanes hold only what they need: the recall lane never reaches the index, the outbox or the gateway,
+and a host handshake loads no lane at all.
 
 Three guards, each able to fail on its own:
 
@@ -202,3 +203,38 @@ class HandleTests(RecallLaneTestCase):
         # The same walk from the session finds the writable side: it can see what it looks for.
         from_session = {type(obj) for obj in reachable(session) if isinstance(obj, forbidden)}
         self.assertLessEqual({Runtime, LocalIndex, GatewayClient}, from_session)
+
+
+STARTUP_LANES = textwrap.dedent("""
+    import io, json, sys
+    from qmem import bridge, mcp
+    from qmem.diagnostics import Warnings
+    from qmem.plugin import PluginSession
+
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    out = io.BytesIO()
+    session = PluginSession(host=None, cwd=sys.argv[1], env={"HOME": sys.argv[1]}, warnings=Warnings())
+    mcp.McpServer(session, io.BytesIO("".join(json.dumps(m) + "\\n" for m in lines).encode()), out).serve()
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and "tools" in answers[1]["result"], answers
+    out = io.BytesIO()
+    bridge.Bridge(io.BytesIO(b'{"id": 1, "method": "ping"}\\n'), out, {"HOME": sys.argv[1]}).serve()
+    assert b'"pong"' in out.getvalue(), out.getvalue()
+    print(json.dumps(sorted(sys.modules)))
+""")
+
+
+class StartUpLaneTests(GatewayTestCase):
+    """An MCP handshake, a tool list and a bridge's ready line load no lane they do not use: no
+    SQLite, no HTTP stack, no credential scanner, no index, outbox, gateway or recall."""
+
+    def test_the_handshake_loads_no_lane(self):
+        proc = subprocess.run([sys.executable, "-c", STARTUP_LANES, str(self.home)], cwd=self.home, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+        unused = {"sqlite3", "http.client", "ssl", "qmem.secretscan", "qmem.localindex", "qmem.outbox",
+                  "qmem.gateway", "qmem.store", "qmem.sync", "qmem.recall", "qmem.qdrant", "qmem.embeddings"}
+        self.assertEqual(unused & loaded, set())

@@ -595,18 +595,26 @@ INDEX_STATEMENT = re.compile(
 
 
 class OwnershipTests(unittest.TestCase):
-    """The index's tables have one owner: localindex runs their statements, indexschema defines them."""
+    """The index's tables have one owner: localindex runs their statements (composing the row
+    statements of indexrows, which nothing else imports), indexschema defines them."""
 
     def test_no_other_module_holds_a_statement_on_the_index_tables(self):
         offenders = []
         for path in sorted((REPO / "qmem").glob("*.py")):
-            if path.stem in ("localindex", "indexschema"):
+            if path.stem in ("localindex", "indexrows", "indexschema"):
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 text = node.value if isinstance(node, ast.Constant) else None
                 if isinstance(text, str) and INDEX_STATEMENT.search(text):
                     offenders.append(f"{path.name}:{node.lineno}")
         self.assertEqual(offenders, [])
+
+
+    def test_only_the_owner_composes_the_row_statements(self):
+        importers = sorted(path.name for path in (REPO / "qmem").glob("*.py") if path.stem != "indexrows"
+                           and re.search(r"^\s*from \.indexrows import|^\s*from \. import .*\bindexrows\b|qmem\.indexrows",
+                                         path.read_text(encoding="utf-8"), re.MULTILINE))
+        self.assertEqual(importers, ["localindex.py"])
 
 
 class RecordJsonTests(unittest.TestCase):
