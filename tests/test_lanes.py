@@ -1,7 +1,7 @@
 """The lanes hold only what they need: the recall lane never reaches the index, the outbox or the gateway,
 and a host handshake loads no lane at all.
 
-Three guards, each able to fail on its own:
+Four guards, each able to fail on its own:
 
 * a static one: the import closure of the lane's modules (function-level imports included)
   reaches none of the writable side's modules;
@@ -11,7 +11,9 @@ Three guards, each able to fail on its own:
 * a walk over everything a real session's :class:`~qmem.recall.Recall` holds, after the
   session stored a record and recalled: no runtime, index, outbox, gateway client or SQLite
   connection is reachable from it, so handing it the runtime again (or a method or closure
-  of it) fails here.
+  of it) fails here;
+* a process that answers an MCP ``initialize`` and ``tools/list`` and a bridge ``ping``, then
+  finds no SQLite, HTTP stack, scanner or lane module loaded.
 """
 
 import ast
