@@ -114,7 +114,7 @@ class GatewayDuplicate(GatewayRefused):
     """409 on create: the gateway already holds a similar record, ``matched_id``."""
 
     def __init__(self, matched_id: str) -> None:
-        matched_id = safe_server_text(matched_id, MAX_ID_CHARS)
+        matched_id = safe_server_text(matched_id, MAX_ID_CHARS, data=True)  # kept as the record's duplicate_of
         super().__init__(f"the gateway already holds a similar record ({matched_id})", status=409, code="duplicate")
         self.matched_id = matched_id
 
@@ -135,7 +135,7 @@ def _detail(payload: Any) -> tuple[str | None, str | None]:
         detail = "; ".join(bits) or None
     elif not isinstance(detail, str):
         detail = None
-    # Server-supplied text is shown and stored: bound and clean it before it is quoted in a message.
+    # Bounded and cleaned before the message quotes them (the error types clean again what they keep).
     if code:
         code = safe_server_text(code, MAX_CODE_CHARS) or None
     if detail:

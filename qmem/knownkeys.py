@@ -14,9 +14,14 @@ Promises:
   :func:`qmem.config.credential` takes them: stripped, and absent when blank.
 * **Redaction.** :meth:`KnownKeys.redact` replaces every occurrence of a known value, and of
   any :data:`PIECE`-character piece of one, with ``[redacted]``; overlapping or touching
-  occurrences become one marker.  A value shorter than :data:`PIECE` characters is
-  redacted only where it occurs whole.  :meth:`KnownKeys.redact_document` does the same to
-  every string, keys included, of a decoded JSON document.
+  occurrences become one marker.  :meth:`KnownKeys.redact_document` does the same to every
+  string, keys included, of a decoded JSON document.
+* **Data stays data.** A value shorter than :data:`PIECE` characters (a placeholder such as
+  ``ollama`` or ``EMPTY``, or a weak key) is redacted where it occurs whole in a server's
+  free text — an error message, a detail, a code — but never in data: a record's text, an id,
+  a payload.  Rewriting every ``test`` in a memory because the gateway key is ``test`` would
+  corrupt what is stored and found, for a value no one could keep secret anyway.  Pieces of
+  long values are redacted everywhere: one appearing in a record is a leak.
 * **Linear time.** A value of length *n* has *n* − 11 pieces, kept in a set; qmem never
   searches for them one by one.  Every piece holds one of its value's aligned
   :data:`ANCHOR`-character blocks, so one compiled alternation of those blocks finds the
@@ -68,12 +73,13 @@ class KnownKeys:
     def __bool__(self) -> bool:
         return self._count > 0
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """The sorted, disjoint ``(start, end)`` ranges of ``text`` to redact."""
+    def spans(self, text: str, *, short: bool = True) -> list[tuple[int, int]]:
+        """The sorted, disjoint ``(start, end)`` ranges of ``text`` to redact (short values too
+        only with ``short``: free text, not data)."""
         found: list[tuple[int, int]] = []
         if self._anchors is not None:
             found.extend(self._piece_spans(text))
-        if self._whole is not None:
+        if short and self._whole is not None:
             found.extend(match.span() for match in self._whole.finditer(text))
         if not found:
             return found
@@ -118,11 +124,12 @@ class KnownKeys:
             position = max(at + 1, last + 2)  # every window starting up to last + 1 has been looked at
         return found
 
-    def redact(self, text: str) -> str:
-        """``text`` with every known value, and every PIECE-character piece of one, as ``[redacted]``."""
+    def redact(self, text: str, *, short: bool = True) -> str:
+        """``text`` with every known value, and every PIECE-character piece of one, as ``[redacted]``;
+        a value shorter than PIECE only with ``short`` (free text; ``short=False`` for data)."""
         if not self._count or not text:
             return text
-        spans = self.spans(text)
+        spans = self.spans(text, short=short)
         if not spans:
             return text
         parts = []
@@ -134,31 +141,33 @@ class KnownKeys:
         return "".join(parts)
 
     def redact_document(self, document: Any) -> Any:
-        """A decoded JSON document with every string (keys included) redacted.
+        """A decoded JSON document with every string (keys included) redacted as data: long
+        values and their pieces, not short values (see the module docstring).
 
         The document is changed in place and returned; a document without a known value is
         returned untouched after one scan of its strings.
         """
-        if not self._count:
+        if self._anchors is None:
             return document
         strings = list(_strings(document))
         # Environment values cannot hold NUL, so no occurrence straddles two joined strings.
-        if not strings or not self.spans("\0".join(strings)):
+        if not strings or not self.spans("\0".join(strings), short=False):
             return document
         if isinstance(document, str):
-            return self.redact(document)
+            return self.redact(document, short=False)
         stack: list[Any] = [document]
         while stack:
             node = stack.pop()
             if isinstance(node, list):
                 for index, item in enumerate(node):
                     if isinstance(item, str):
-                        node[index] = self.redact(item)
+                        node[index] = self.redact(item, short=False)
                     elif isinstance(item, (list, dict)):
                         stack.append(item)
             elif isinstance(node, dict):
-                items = [(self.redact(key) if isinstance(key, str) else key,
-                          self.redact(value) if isinstance(value, str) else value) for key, value in node.items()]
+                items = [(self.redact(key, short=False) if isinstance(key, str) else key,
+                          self.redact(value, short=False) if isinstance(value, str) else value)
+                         for key, value in node.items()]
                 node.clear()
                 node.update(items)
                 stack.extend(value for _, value in items if isinstance(value, (list, dict)))
@@ -208,10 +217,11 @@ def redact_known(text: str, env: Mapping[str, str] | None = None, extra: Iterabl
     return known_keys(env, extra).redact(text)
 
 
-def safe_server_text(text: str, limit: int, extra: Iterable[str | None] = ()) -> str:
+def safe_server_text(text: str, limit: int, extra: Iterable[str | None] = (), *, data: bool = False) -> str:
     """Text a server sent, made fit to show and store: one line of at most ``limit`` characters
-    with qmem's keys (and ``extra``) redacted by value and any other credential by shape."""
+    with qmem's keys (and ``extra``) redacted by value and any other credential by shape.
+    ``data``: the text is a value qmem keeps (an id), so short keys are left whole in it."""
     from .secretscan import redact  # here, not at the top: the scanner only when a server's words are kept
 
-    text = known_keys(extra=extra).redact(text[: limit * 4])
+    text = known_keys(extra=extra).redact(text[: limit * 4], short=not data)
     return " ".join(redact(text).split())[:limit]

@@ -232,12 +232,14 @@ class EchoingServersTests(TempHomeTestCase):
         queue = json.loads(self.run_cli("queue", "qmem.local", "queue", "--json", code=0))
 
         # Records whose ids, texts and fields are keys: search, get, meta, and a pull into the index.
-        records = [self.record(value, index) for index, value in enumerate(values)]
+        # Only long keys: a short one is left whole in data (ShortKeysTests), redacted in error text.
+        data_values = [value for value in values if len(value) >= PIECE]
+        records = [self.record(value, index) for index, value in enumerate(data_values)]
         self.gateway.inject(
             *[Fault.status(422, self.echo(value), path="/v1/memories", method="POST") for value in values],
             Fault.status(200, {"results": records}, path="/v1/memories:search"),
-            Fault.status(200, {**records[0], "id": "rec-1", "supersede_reason": values[1]}, path="/v1/memories/rec-1"),
-            Fault.status(200, {"counts": {"project": {"fact": 1}}, "projects": values, "agents": values,
+            Fault.status(200, {**records[0], "id": "rec-1", "supersede_reason": data_values[1]}, path="/v1/memories/rec-1"),
+            Fault.status(200, {"counts": {"project": {"fact": 1}}, "projects": data_values, "agents": data_values,
                                "superseded": 0, "total": 1}, path="/v1/meta"))
         self.embeddings.inject(Fault.status(401, {"error": {"message": f"Incorrect API key provided: "
                                                                        f"{keys['QMEM_EMBEDDING_API_KEY']}"}}))
@@ -246,7 +248,7 @@ class EchoingServersTests(TempHomeTestCase):
                    "import_run_id": "ab" * 32, "transform_version": "hermes-v1", "created_at": "2026-01-01T00:00:00Z"}
         points = [{"id": index + 1, "score": 0.9, "payload": {**payload, "text": f"recalled {value} text",
                                                               "source_id": value, "tags": [value]}}
-                  for index, value in enumerate(values)]
+                  for index, value in enumerate(data_values)]
         self.qdrant.inject(Fault.status(200, {"result": points, "status": "ok", "time": 0.0},
                                         path="/collections/qmem_memories/points/search", times=None))
         results = self.mcp("mcp", *[("qmem_store", {"text": f"stored {n}", "project_id": "shop"}) for n in values],
@@ -256,7 +258,7 @@ class EchoingServersTests(TempHomeTestCase):
 
         self.gateway.inject(Fault.status(200, {"items": [{**record, "id": f"r{n}-{record['id']}"}
                                                          for n, record in enumerate(records)],
-                                               "next_cursor": values[0], "has_more": False},
+                                               "next_cursor": data_values[0], "has_more": False},
                                          path="/v1/memories:export"))
         self.run_cli("pull", "qmem.local", "pull", "--json")
         self.run_cli("find", "qmem.local", "find", "--json", "service")
@@ -286,12 +288,44 @@ class EchoingServersTests(TempHomeTestCase):
         self.assertTrue([row for row in json.dumps(queue).split("reason")[1:] if MARKER in row])
         self.assertTrue(all(result["isError"] and MARKER in result["content"][0]["text"]
                             for result in results[:len(values)]))
-        self.assertGreaterEqual(results[len(values)]["content"][0]["text"].count(MARKER), len(values))
+        self.assertGreaterEqual(results[len(values)]["content"][0]["text"].count(MARKER), len(data_values))
         self.assertIn(MARKER, results[-1]["content"][0]["text"])  # the recalled payload
 
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ShortKeysTests(TempHomeTestCase):
+    """A short key (``test``, Ollama's ``ollama``) is redacted in a server's error text only: the
+    records qmem stores and finds, and their ids, are never rewritten."""
+
+    def test_records_and_ids_keep_words_that_equal_a_short_key(self):
+        self.env.update(QMEM_GATEWAY_API_KEY="test", QMEM_EMBEDDING_API_KEY="ollama")
+        gateway = FakeGateway(api_key="test").start()
+        self.addCleanup(gateway.stop)
+        write_config(self.env, {"url": gateway.url})
+
+        def cli(*args, code=0):
+            proc = subprocess.run([sys.executable, "-m", "qmem.local", *args, "--json"], capture_output=True,
+                                  text=True, env=self.env, cwd=self.home, timeout=120)
+            self.assertEqual(proc.returncode, code, proc.stderr[-2000:])
+            return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+        text = "Run the test suite with pytest and embed with ollama before each release"
+        stored = cli("store", "--project", "shop", "--text", text)
+        self.assertTrue(stored["shared"])
+        record_id = stored["record"]["id"]
+        self.assertEqual(gateway.count_by_text(), {text: 1})
+        self.assertNotIn(MARKER, json.dumps(stored))
+        cli("pull")
+        found = cli("find", "pytest")
+        self.assertEqual([(r["id"], r["text"]) for r in found["results"]], [(record_id, text)])
+
+        # The same words in an error the gateway sends are its free text: redacted there.
+        gateway.inject(Fault.status(422, {"error": "invalid", "detail": "token test refused"}, path="/v1/memories"))
+        refused = cli("store", "--project", "shop", "--text", "another note", code=1)
+        self.assertIn(f"token {MARKER} refused", refused["error"]["message"])
 
 
 class AdminAnswersTests(TempHomeTestCase):
