@@ -137,6 +137,11 @@ class Bridge:
         self._closing = threading.Event()
         self.warnings = Warnings(lambda sentence: self.send({"event": "warning", "message": sentence}))
         self.session: PluginSession | None = None
+        # A session made for a request that came before session_start (the shim restarted the
+        # bridge, or a command raced the start): it knows neither the host nor the project, and
+        # session_start replaces it; replaced sessions are closed at the end.
+        self._provisional = False
+        self._replaced: list[PluginSession] = []
 
     # -- output
 
@@ -246,7 +251,8 @@ class Bridge:
         session = self.session
         if session is not None:
             session.wait_for_flush(timeout=2.0)
-            session.close()
+        for done in (*self._replaced, *([session] if session is not None else [])):
+            done.close()
         if request_id is not None:
             self.send({"id": request_id, "result": {"ok": True}})
 
@@ -281,17 +287,29 @@ class Bridge:
             self.send({"id": request_id, "error": {"message": "qmem internal error (unwritable result)",
                                                    "category": "internal"}})
 
-    def _session(self, params: dict[str, Any] | None = None) -> PluginSession:
+    def _session(self, start: dict[str, Any] | None = None) -> PluginSession:
+        """The session; ``start`` is session_start's params, which say where the session is.
+
+        Before session_start, a provisional session answers: host unknown (no automatic
+        recall) and the user's home as its directory (no project suggested) — never the
+        bridge's own directory, which is qmem's checkout, not the user's project.
+        """
         with self._state_lock:
+            if start is not None and self._provisional and self.session is not None:
+                self._replaced.append(self.session)
+                self.session = None
             if self.session is None:
-                params = params or {}
+                params = start or {}
                 host = identify_host(HostEvidence.from_session_start(params), self._env)
-                cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else os.getcwd()
-                self.session = PluginSession(host=host, cwd=Path(cwd),
+                cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else self._env.get("HOME") or "/"
+                self.session = PluginSession(host=host if start is not None else None, cwd=Path(cwd),
                                              env=dict(self._env), warnings=self.warnings)
+                self._provisional = start is None
             return self.session
 
     def _dispatch(self, method: Any, params: dict[str, Any], cancel: threading.Event) -> Any:
+        if method == "ping":
+            return {"pong": True}
         if method == "session_start":
             session = self._session(params)
             session.session_start()
@@ -314,8 +332,6 @@ class Bridge:
         if method == "command":
             ui = _BridgeUI(self, params.get("hasUI") is True)
             return {"text": session.command(str(params.get("name")), str(params.get("args") or ""), ui)}
-        if method == "ping":
-            return {"pong": True}
         named = repr(method[:100]) if isinstance(method, str) else "(none)"
         raise QmemError(f"unknown bridge method {named}", category="bridge")
 

@@ -111,7 +111,11 @@ def auto_recall_gate(host: object, rlm_depth: object, *, depth_given: bool) -> t
 def current_project(cwd: Path, configured: str | None = None) -> str:
     """The project recall scopes to: ``recall.project`` if set, else the name of the git
     top-level directory containing ``cwd`` (found by looking for ``.git`` upwards), else the
-    name of ``cwd`` itself."""
+    name of ``cwd`` itself.
+
+    Broader than :func:`qmem.rules.project_suggestion` on purpose: a scope that names no real
+    project only splits recall into two lanes that find nothing more or less, while a
+    ``project_id`` the rules suggest is written into records, so it must be a real project."""
     if configured:
         return configured
     path = Path(cwd).resolve()

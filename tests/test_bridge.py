@@ -82,6 +82,25 @@ class BridgeTests(GatewayTestCase):
                     "cwd": str(self.home), "extensionDir": str(self.home / directory)}})
                 self.assertEqual(bridge.answer(0)["result"], expected)
 
+    def test_a_request_before_session_start_knows_no_project_and_session_start_replaces_it(self):
+        # The bridge runs in qmem's own checkout (index.js starts it there): never the user's project.
+        checkout, project = self.home / "qmemclone", self.home / "shopapp"
+        for directory in (checkout, project):
+            (directory / ".git").mkdir(parents=True)
+        bridge = BridgeProcess(self.env, str(checkout))
+        bridge.other = []
+        self.addCleanup(bridge.close)
+        self.assertEqual(bridge.next()["event"], "ready")
+        bridge.send({"id": 1, "method": "before_agent_start", "params": {"activeTools": ["qmem_store"]}})
+        early = bridge.answer(1)["result"]["append"]
+        self.assertIn("qmem rules", early)
+        self.assertNotIn("for this repository use", early)
+        bridge.send({"id": 2, "method": "session_start", "params": {
+            "cwd": str(project), "extensionDir": str(self.home / ".pi" / "agent" / "extensions" / "qmem")}})
+        self.assertEqual(bridge.answer(2)["result"]["host"], "pi")
+        bridge.send({"id": 3, "method": "before_agent_start", "params": {"activeTools": ["qmem_store"]}})
+        self.assertIn('for this repository use "shopapp"', bridge.answer(3)["result"]["append"])
+
     def test_tools_hooks_and_errors(self):
         bridge = self.start()
         bridge.send({"id": 1, "method": "tool", "params": {"name": "qmem_store",
