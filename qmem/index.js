@@ -48,7 +48,8 @@ const BRIDGE_ENV = new RegExp("^(" + [
   "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
   "PRIME_AGENT_CODING_AGENT_DIR", "PRIME_AGENT_SESSION_DIR", "PRIME_AGENT_CODING_AGENT_SESSION_DIR", "HERMES_HOME",
   "HTTPS?_PROXY", "ALL_PROXY", "NO_PROXY", "https?_proxy", "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
-  "PYENV_VERSION", "PYENV_ROOT", "PYTHONDONTWRITEBYTECODE",
+  // What an interpreter of the user's own may need to start at all (QMEM_PYTHON): never project data.
+  "PYENV_VERSION", "PYENV_ROOT", "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH",
 ].join("|") + ")$");
 
 function bridgeEnv(parent) {

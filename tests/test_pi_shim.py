@@ -52,7 +52,8 @@ class PiShimTests(AgentHostTestCase):
         self.install()
         env = dict(self.env, QMEM_PYTHON=str(recording_python(self.home, sys.executable)),
                    OPENAI_API_KEY="sk-provider-key-of-the-host", PYTHONPATH="/somewhere/else", PYTHONSTARTUP="/x.py",
-                   LC_ALL="C.UTF-8", HTTPS_PROXY="", PRIME_AGENT_INTERNAL_DAEMON_WORKER_TOKEN="daemon-secret")
+                   LC_ALL="C.UTF-8", HTTPS_PROXY="", PRIME_AGENT_INTERNAL_DAEMON_WORKER_TOKEN="daemon-secret",
+                   PYTHONHOME=sys.base_prefix, LD_LIBRARY_PATH=str(self.home))  # what a QMEM_PYTHON may need
         proc = self.run_pi("hello", env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         started = json.loads((self.home / "bridge-start.json").read_text())
@@ -60,7 +61,8 @@ class PiShimTests(AgentHostTestCase):
         self.assertEqual(started["argv"][0], "-c")
         bridge_env = started["env"]
         self.assertEqual((bridge_env["PYTHONPATH"], bridge_env["PYTHONSAFEPATH"]), (str(REPO), "1"))
-        for name in ("HOME", "PATH", "QMEM_GATEWAY_API_KEY", "QMEM_QDRANT_API_KEY", "LC_ALL", "HTTPS_PROXY"):
+        for name in ("HOME", "PATH", "QMEM_GATEWAY_API_KEY", "QMEM_QDRANT_API_KEY", "LC_ALL", "HTTPS_PROXY",
+                     "PYTHONHOME", "LD_LIBRARY_PATH"):
             self.assertIn(name, bridge_env)
         for name in ("OPENAI_API_KEY", "PYTHONSTARTUP", "PRIME_AGENT_INTERNAL_DAEMON_WORKER_TOKEN", "PI_CODING_AGENT"):
             self.assertNotIn(name, bridge_env)
