@@ -23,7 +23,9 @@ SENTENCES: dict[str, str] = {
     "cancellation": "qmem: memory recall was cancelled for this turn.",
     "formatting": "qmem: recalled memories could not be formatted and were left out.",
     "cache": "qmem: the recall cache failed; memories will be fetched again.",
-    "host": "qmem: the host could not be identified as pi or Prime; automatic recall is off.",
+    # Said on pi or Prime when identity is ambiguous, and on Hermes or an MCP client with no lane named.
+    "host": "qmem: no recall lane is known for this host (pi or Prime is identified by itself; elsewhere set "
+            "recall.host or QMEM_HOST); automatic recall is off.",
     "configuration": "qmem: the configuration is invalid; run `python3 -m qmem.local doctor` for details.",
     "recall_not_configured": "qmem: memory recall is not configured (write recall.qdrantUrl and "
                              "recall.embeddingsUrl in the config file to turn it on).",
