@@ -16,6 +16,12 @@ Anything else — flow-style mappings, anchors, tags, directives, several docume
 indentation, lists of anything but plain names — is left alone.  Every line the edit does
 not concern is kept byte for byte; the file is replaced atomically, keeping its mode (a new
 file gets 0600, as Hermes writes it).
+
+The file is read the safe way (:mod:`qmem.smallfile`): a regular file of at most
+:data:`MAX_CONFIG_YAML_BYTES`, opened without blocking.  One that is there but cannot be read —
+a FIFO, a device, a directory, a dangling link, too large — is never edited
+(:func:`enable` / :func:`disable` answer ``manual``) and :func:`is_enabled` raises
+:class:`~qmem.smallfile.UnreadableFile` for it, so that it is not taken for "not enabled".
 """
 
 from __future__ import annotations
@@ -26,10 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .atomicfile import write_atomic
+from .smallfile import MIB, UnreadableFile, read_small_file
 
-__all__ = ["ConfigEdit", "enable", "disable", "is_enabled", "PLUGIN"]
+__all__ = ["ConfigEdit", "enable", "disable", "is_enabled", "PLUGIN", "MAX_CONFIG_YAML_BYTES"]
 
 PLUGIN = "qmem"
+#: Hermes writes a config of a few kilobytes; a file over this is not one qmem edits.
+MAX_CONFIG_YAML_BYTES = MIB
 
 _TOP_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)[ \t]*:(?:[ \t]+(.*))?")
 _CHILD_KEY = re.compile(r"( +)([A-Za-z_][A-Za-z0-9_-]*)[ \t]*:(?:[ \t]+(.*))?")
@@ -230,13 +239,10 @@ def _without_name(lines: list[str], plugins: _Plugins, key: str, nl: str) -> lis
 
 
 def _load(path: Path) -> tuple[list[str], str, bytes | None]:
-    """(lines, BOM, original bytes or None when the file does not exist)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    """(lines, BOM, original bytes or None when the file does not exist); raises UnreadableFile."""
+    data = read_small_file(path, MAX_CONFIG_YAML_BYTES)
+    if data is None:
         return [], "", None
-    except OSError as exc:
-        raise _Unsure(f"it cannot be read ({exc.strerror or 'I/O error'})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -258,6 +264,11 @@ def _save(path: Path, lines: list[str], bom: str, existed: bool) -> None:
 def _change(path: Path, *, enabled: bool) -> ConfigEdit:
     try:
         lines, bom, original = _load(path)
+    except UnreadableFile as exc:
+        return ConfigEdit(path, "manual", reason=f"it {exc.words}")
+    except _Unsure as exc:
+        return ConfigEdit(path, "manual", reason=str(exc))
+    try:
         plugins = _parse(lines)
         nl = _newline(lines)
         has = PLUGIN in plugins.lists["enabled"].names
@@ -300,10 +311,13 @@ def disable(path: Path) -> ConfigEdit:
 
 
 def is_enabled(path: Path) -> bool | None:
-    """Whether Hermes would load qmem according to ``path``; None when the file cannot be read with certainty."""
+    """Whether Hermes would load qmem according to ``path``; None when its shape is not read with certainty.
+
+    Raises :class:`~qmem.smallfile.UnreadableFile` when the file is there but cannot be read.
+    """
     try:
         lines, _, _ = _load(path)
         plugins = _parse(lines)
-    except _Unsure:
+    except _Unsure:  # an UnreadableFile goes to the caller
         return None
     return PLUGIN in plugins.lists["enabled"].names and PLUGIN not in plugins.lists["disabled"].names

@@ -13,10 +13,16 @@ CLI exits 1 — are what stops qmem from working as installed:
 * pi or Prime with nothing to start the bridge with (``QMEM_PYTHON`` not an executable, or no
   ``python3`` on ``PATH``);
 * pi or Prime where recall is configured but the host would not be identified: automatic
-  recall and ``memory_search`` would silently be off.
+  recall and ``memory_search`` would silently be off;
+* something at ``…/qmem`` whose ``package.json`` or ``__init__.py`` cannot be read, so that
+  neither doctor nor the host can tell what it is.
 
 Warnings are what works but is worth knowing: another qmem version, something else at
-``…/qmem``, a Hermes config that could not be read with certainty.  It reads only.
+``…/qmem``, a host file doctor could not read (pi's or Prime's ``settings.json``, a package's
+``package.json``, Hermes' ``config.yaml``: what it would have told is not checked; qmem's own
+install record, ``installed.json``: install and uninstall refuse until it is fixed).  Each file
+is read the safe way (:mod:`qmem.smallfile`), so none hangs or crashes doctor; each one it
+cannot read is one line naming its path.  It reads only.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from . import __version__, hostsetup
+from . import __version__, hostsetup, installrecord
 from .hostidentity import identify_host, installed_evidence
 from .hostpackages import Package, installed_packages
+from .smallfile import UnreadableFile
 
 __all__ = ["HostCheck", "check_hosts", "host_words"]
 
@@ -56,10 +64,17 @@ def _bridge_python(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def _version(folder: Path) -> str | None:
+    try:
+        return hostsetup.qmem_version(folder)
+    except UnreadableFile:  # it was read a moment ago, to list the package: changed since
+        return None
+
+
 def _package_report(host: str, package: Package, env: Mapping[str, str]) -> dict[str, Any]:
     evidence = installed_evidence(host, package.extension / "index.js", package.root)  # baseDir: the package
     return {"source": package.source, "path": str(package.root), "extension": str(package.extension),
-            "version": hostsetup.qmem_version(package.extension),
+            "version": _version(package.extension),
             "unloadable": hostsetup.unloadable(host, package.extension),
             "identified_as": identify_host(evidence, env)}
 
@@ -71,6 +86,8 @@ def _check_host(host: str, env: Mapping[str, str], recall_active: bool, check: H
     name = _NAMES[host]
     if found.kind == "broken-link":
         check.problems.append(f"{host}: {found.path} is a link to {found.target}, which does not exist")
+    elif found.kind == "unreadable":
+        check.problems.append(f"{host}: cannot tell what is at {found.path}: {found.read_error}")
     elif found.kind == "other":
         check.warnings.append(f"{host}: {found.path} is not qmem")
     elif installed and found.version != __version__:
@@ -80,6 +97,9 @@ def _check_host(host: str, env: Mapping[str, str], recall_active: bool, check: H
     if installed and found.unloadable:
         check.problems.append(f"{host}: {name} cannot load {found.path}: {found.unloadable}")
     if host == "hermes":
+        if found.hermes_config_error:
+            check.warnings.append(f"hermes: {found.hermes_config_error}: whether Hermes enables qmem is not "
+                                  f"checked")
         if installed and found.hermes_enabled is False:
             check.problems.append("hermes: qmem is installed but not in plugins.enabled, so Hermes does not load it: "
                                   "`python3 -m qmem.local install hermes` enables it")
@@ -87,8 +107,12 @@ def _check_host(host: str, env: Mapping[str, str], recall_active: bool, check: H
     agent = hostsetup.location(host, env).directory.parent
     if installed:
         report["identified_as"] = identify_host(installed_evidence(host, found.path / "index.js", agent), env)
-    report["packages"] = [_package_report(host, package, env)
-                          for package in installed_packages(agent, env, hostsetup.qmem_version)]
+    scan = installed_packages(agent, env, hostsetup.qmem_version)
+    report["packages"] = [_package_report(host, package, env) for package in scan.packages]
+    for unread in scan.unread:
+        what = (f"the packages `{_INSTALLERS[host]}` added are not checked" if unread.path == agent / "settings.json"
+                else f"whether a package `{_INSTALLERS[host]}` added holds qmem is not checked")
+        check.warnings.append(f"{host}: {unread.message}: {what}")
     for package in report["packages"]:
         if package["unloadable"]:
             check.problems.append(f"{host}: {name} cannot load the package {package['source']}: "
@@ -115,6 +139,11 @@ def check_hosts(env: Mapping[str, str], *, recall_active: bool) -> HostCheck:
     check = HostCheck({})
     for host in hostsetup.HOSTS:
         check.document[host] = _check_host(host, env, recall_active, check)
+    try:
+        installrecord.check_readable(env)
+    except UnreadableFile as exc:
+        check.warnings.append(f"install record: {exc.message}: install and uninstall refuse until it is fixed or "
+                              f"removed")
     return check
 
 
@@ -127,6 +156,8 @@ def host_words(host: Mapping[str, Any]) -> str:
         words = f"✗ broken link → {host['target']}"
     elif kind == "other":
         words = f"something else is at {host['path']}"
+    elif kind == "unreadable":
+        words = f"✗ cannot tell what is at {host['path']} (a file there cannot be read)"
     else:
         where = f"link → {host['target']}" if kind == "link" else f"copy at {host['path']}"
         words = f"{where} (qmem {host['version']}{', this one' if host['this_qmem'] else ''})"

@@ -6,20 +6,26 @@ clone itself is used) or a git source (cloned to ``<agent dir>/git/<host>/<path>
 package's ``package.json`` ``pi`` manifest names its extensions; qmem's root manifest names
 ``qmem/index.js``.  :func:`installed_packages` reads only — it lists each package whose
 manifest leads to a qmem folder, for ``doctor``.  npm sources and sources it cannot place are
-left out (qmem is not published on npm).
+left out (qmem is not published on npm).  ``settings.json`` and each ``package.json`` are read
+the safe way (:mod:`qmem.smallfile`, 1 MiB at most); one that is there but cannot be read is
+handed back with the packages (:attr:`PackageScan.unread`), never taken for "no packages".
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["Package", "installed_packages", "git_install_path"]
+from .smallfile import MIB, UnreadableFile, read_json_file
+
+__all__ = ["Package", "PackageScan", "installed_packages", "git_install_path", "MAX_MANIFEST_BYTES"]
+
+#: settings.json and package.json are a few kilobytes; a file over this is not one.
+MAX_MANIFEST_BYTES = MIB
 
 _REF = re.compile(r"[@#][^/@#]*$")
 
@@ -33,14 +39,25 @@ class Package:
     extension: Path  # the qmem folder its manifest names
 
 
+@dataclass
+class PackageScan:
+    """The packages that hold qmem, and the files that could not be read to tell."""
+
+    packages: list[Package] = field(default_factory=list)
+    unread: list[UnreadableFile] = field(default_factory=list)
+
+
 def git_install_path(agent_dir: Path, source: str) -> Path | None:
     """Where the host clones a git ``source`` (``git:host/owner/repo[@ref]``, ``https://host/owner/repo``…)."""
     text = source.strip()
     prefixed = text.startswith("git:")
     text = text[4:].strip() if prefixed else text
     if "://" in text:
-        parts = urlsplit(text)
-        host, path = (parts.hostname or ""), parts.path
+        try:
+            parts = urlsplit(text)
+            host, path = (parts.hostname or ""), parts.path
+        except ValueError:  # "https://[…" and the like: no URL, so no clone either
+            return None
     elif not prefixed:
         return None
     elif re.match(r"^[^/@]+@[^/:]+:", text):  # git@host:owner/repo
@@ -55,36 +72,47 @@ def git_install_path(agent_dir: Path, source: str) -> Path | None:
 
 
 def _manifest_extensions(root: Path) -> list[Path]:
-    try:
-        manifest = json.loads((root / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+    """The extension folders ``root``'s ``package.json`` names (raises UnreadableFile)."""
+    manifest = read_json_file(root / "package.json", MAX_MANIFEST_BYTES)
     pi = manifest.get("pi") if isinstance(manifest, dict) else None
     entries = pi.get("extensions") if isinstance(pi, dict) else None
     found = []
     for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, str) and entry and not any(ch in entry for ch in "*?[!"):
-            path = (root / entry).resolve() if not os.path.isabs(entry) else Path(entry)
+        if isinstance(entry, str) and entry and not any(ch in entry for ch in "*?[!\x00"):
+            # realpath, not Path.resolve: a loop of links is left as written instead of raising
+            path = Path(os.path.realpath(root / entry)) if not os.path.isabs(entry) else Path(entry)
             found.append(path.parent if path.suffix in (".js", ".ts") else path)
     return found
 
 
-def _qmem_extension(root: Path, is_qmem: Callable[[Path], object]) -> Path | None:
-    for folder in _manifest_extensions(root):
-        if is_qmem(folder):
-            return folder
+def _qmem_extension(root: Path, is_qmem: Callable[[Path], object], scan: PackageScan) -> Path | None:
+    try:
+        folders = _manifest_extensions(root)
+    except UnreadableFile as exc:
+        scan.unread.append(exc)
+        return None
+    for folder in folders:
+        try:
+            if is_qmem(folder):
+                return folder
+        except UnreadableFile as exc:
+            scan.unread.append(exc)
     return None
 
 
-def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callable[[Path], object]) -> list[Package]:
-    """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``is_qmem`` accepts."""
+def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callable[[Path], object]) -> PackageScan:
+    """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``is_qmem`` accepts.
+
+    ``is_qmem`` may raise :class:`UnreadableFile`; that file joins the scan's ``unread``.
+    """
+    scan = PackageScan()
     try:
-        settings = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+        settings = read_json_file(agent_dir / "settings.json", MAX_MANIFEST_BYTES)
+    except UnreadableFile as exc:
+        scan.unread.append(exc)
+        return scan
     entries = settings.get("packages") if isinstance(settings, dict) else None
     home = env.get("HOME") or str(Path.home())
-    found = []
     for entry in entries if isinstance(entries, list) else []:
         source = entry if isinstance(entry, str) else entry.get("source") if isinstance(entry, dict) else None
         if not isinstance(source, str) or not source.strip() or source.startswith("npm:"):
@@ -97,7 +125,7 @@ def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callabl
             root = Path(os.path.normpath(root))
         if root is None or not root.is_dir():
             continue
-        extension = _qmem_extension(root, is_qmem)
+        extension = _qmem_extension(root, is_qmem, scan)
         if extension is not None:
-            found.append(Package(source, root, extension))
-    return found
+            scan.packages.append(Package(source, root, extension))
+    return scan

@@ -24,6 +24,17 @@ Promises:
   ``hermes plugins …`` command to run.
 * :func:`inspect` reports what is installed for a host, for ``doctor``, including whether the
   host can load it (:attr:`Installation.unloadable`); it changes nothing.
+* **Files it cannot read stop it.**  Every file read to decide (a folder's ``package.json``,
+  ``__init__.py`` and install marker, Hermes' ``config.yaml``, ``installed.json``) is read the
+  safe way (:mod:`qmem.smallfile`: a regular file, bounded, non-blocking).  One that is there
+  but cannot be read makes :func:`inspect` say so (kind ``unreadable``,
+  :attr:`Installation.hermes_config_error`), and install and uninstall refuse before they change
+  anything, with one line naming the file and why (exit 1): what qmem cannot read it neither
+  replaces nor removes.  Refusing, rather than doing the part that does not need the file, is
+  deliberate: half an install (linked but not enabled, unlinked but still enabled, directories
+  left unrecorded) would be a second thing to find and fix; with the one file named, the user
+  fixes or removes it and runs the command again.  pi's and Prime's ``settings.json`` are the
+  hosts' own and not read here (only ``doctor`` reads them).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from typing import Any
 
 from . import __version__, hermesconfig, installrecord
 from .errors import QmemError
+from .smallfile import MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
 
 __all__ = ["HOSTS", "Location", "Installation", "SetupResult", "SetupError", "location", "inspect", "install",
            "uninstall", "package_dir", "qmem_version", "unloadable", "COPY_MARKER"]
@@ -49,6 +61,10 @@ HOSTS = ("pi", "prime", "hermes")
 COPY_MARKER = ".qmem-install.json"
 _IGNORED_DIRS = {"__pycache__"}
 _VERSION = re.compile(r"""__version__\s*=\s*["']([^"']{1,40})["']""")
+#: package.json, the install marker and Hermes' config.yaml are kilobytes; a file over this is none of them.
+MAX_SETUP_FILE_BYTES = MIB
+#: How much of ``__init__.py`` is looked at for ``__version__`` (it is on the first lines).
+_VERSION_HEAD_BYTES = 8192
 
 
 class SetupError(QmemError):
@@ -100,14 +116,19 @@ def location(host: str, env: Mapping[str, str]) -> Location:
 # --- what is a qmem folder --------------------------------------------------------------------
 
 def qmem_version(folder: Path) -> str | None:
-    """The version of the qmem package in ``folder``, or None when it is not one."""
-    try:
-        manifest = json.loads((folder / "package.json").read_text(encoding="utf-8"))
-        head = (folder / "__init__.py").read_text(encoding="utf-8", errors="replace")[:8192]
-    except (OSError, ValueError):
+    """The version of the qmem package in ``folder``, or None when it is not one.
+
+    Raises :class:`UnreadableFile` when ``package.json`` or ``__init__.py`` is there but cannot be read.
+    """
+    if not folder.is_dir():
         return None
+    manifest = read_json_file(folder / "package.json", MAX_SETUP_FILE_BYTES)
     if not isinstance(manifest, dict) or manifest.get("name") != "qmem":
         return None
+    start = read_file_head(folder / "__init__.py", _VERSION_HEAD_BYTES)
+    if start is None:
+        return None
+    head = start.decode("utf-8", errors="replace")
     match = _VERSION.search(head)
     return match.group(1) if match else (str(manifest.get("version")) if manifest.get("version") else "unknown")
 
@@ -124,16 +145,15 @@ def _files(folder: Path) -> list[str]:
 
 
 def _marker_files(folder: Path) -> set[str]:
-    try:
-        marker = json.loads((folder / COPY_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
+    """The files a copy's install marker lists; none without a marker (raises UnreadableFile)."""
+    marker = read_json_file(folder / COPY_MARKER, MAX_SETUP_FILE_BYTES)
     files = marker.get("files") if isinstance(marker, dict) else None
     return {name for name in files if isinstance(name, str)} if isinstance(files, list) else set()
 
 
 def _unknown_files(folder: Path) -> list[str]:
-    """Files in a qmem copy that are neither this package's nor listed by its install marker."""
+    """Files in a qmem copy that are neither this package's nor listed by its install marker (raises
+    UnreadableFile)."""
     known = set(_files(package_dir())) | _marker_files(folder) | {COPY_MARKER}
     return [name for name in _files(folder) if name not in known]
 
@@ -148,7 +168,8 @@ def _same_content(copy: Path, source: Path) -> bool:
 
 @dataclass(frozen=True)
 class Installation:
-    """What is at a host's ``…/qmem``: ``absent``, ``link``, ``broken-link``, ``copy`` or ``other``."""
+    """What is at a host's ``…/qmem``: ``absent``, ``link``, ``broken-link``, ``copy``, ``other``, or
+    ``unreadable`` (a file that tells whether it is qmem cannot be read: :attr:`read_error` says which)."""
 
     host: str
     path: Path
@@ -158,12 +179,21 @@ class Installation:
     this_qmem: bool = False  # a link to (or the folder of) the qmem that is running
     hermes_enabled: bool | None = None  # Hermes only; None: config.yaml not read with certainty
     unloadable: str | None = None  # why the host cannot load this link or copy (None: it can)
+    read_error: str | None = None  # kind unreadable: the file and why, one line
+    hermes_config_error: str | None = None  # Hermes only: config.yaml is there but cannot be read
+
+    @property
+    def refusal(self) -> str | None:
+        """Why install and uninstall must not act here: a file they would decide by cannot be read."""
+        return self.read_error or self.hermes_config_error
 
     def to_json(self) -> dict[str, Any]:
         out = {"host": self.host, "path": str(self.path), "kind": self.kind, "target": self.target,
-               "version": self.version, "this_qmem": self.this_qmem, "unloadable": self.unloadable}
+               "version": self.version, "this_qmem": self.this_qmem, "unloadable": self.unloadable,
+               "read_error": self.read_error}
         if self.host == "hermes":
             out["enabled"] = self.hermes_enabled
+            out["config_error"] = self.hermes_config_error
         return out
 
 
@@ -179,12 +209,13 @@ def unloadable(host: str, folder: Path) -> str | None:
     if missing:
         return f"{', '.join(missing)} missing or unreadable"
     if host in ("pi", "prime"):
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", folder.resolve().name):
-            return f"the folder is named {folder.resolve().name!r}; the bridge needs a Python package name (qmem)"
+        name = Path(os.path.realpath(folder)).name
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return f"the folder is named {name!r}; the bridge needs a Python package name (qmem)"
         try:
-            manifest = json.loads((folder / "package.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = None
+            manifest = read_json_file(folder / "package.json", MAX_SETUP_FILE_BYTES)
+        except UnreadableFile as exc:
+            return f"package.json {exc.words}"
         if not isinstance(manifest, dict) or manifest.get("type") != "module":
             return 'package.json does not say "type": "module"'
     return None
@@ -194,24 +225,27 @@ def inspect(host: str, env: Mapping[str, str]) -> Installation:
     """What ``host`` has installed as ``qmem`` (reads only)."""
     where = location(host, env)
     path = where.path
-    enabled = hermesconfig.is_enabled(where.hermes_config) if where.hermes_config is not None else None
-    if os.path.islink(path):
-        target = os.readlink(path)
-        if not path.exists():
-            return Installation(host, path, "broken-link", target=target, hermes_enabled=enabled)
-        real = path.resolve()
-        version = qmem_version(real)
-        return Installation(host, path, "link" if version else "other", target=target, version=version,
-                            this_qmem=real == package_dir(), hermes_enabled=enabled,
-                            unloadable=unloadable(host, path) if version else None)
-    if not path.exists():
-        return Installation(host, path, "absent", hermes_enabled=enabled)
-    if path.is_dir():
+    enabled = config_error = None
+    if where.hermes_config is not None:
+        try:
+            enabled = hermesconfig.is_enabled(where.hermes_config)
+        except UnreadableFile as exc:
+            config_error = exc.message
+    hermes = {"hermes_enabled": enabled, "hermes_config_error": config_error}
+    target = os.readlink(path) if os.path.islink(path) else None
+    if target is not None and not path.exists():
+        return Installation(host, path, "broken-link", target=target, **hermes)
+    if target is None and not path.exists():
+        return Installation(host, path, "absent", **hermes)
+    try:
         version = qmem_version(path)
-        if version:
-            return Installation(host, path, "copy", version=version, this_qmem=path.resolve() == package_dir(),
-                                hermes_enabled=enabled, unloadable=unloadable(host, path))
-    return Installation(host, path, "other", hermes_enabled=enabled)
+    except UnreadableFile as exc:
+        return Installation(host, path, "unreadable", target=target, read_error=exc.message, **hermes)
+    if not version:
+        return Installation(host, path, "other", target=target, **hermes)
+    return Installation(host, path, "link" if target is not None else "copy", target=target, version=version,
+                        this_qmem=Path(os.path.realpath(path)) == package_dir(),
+                        unloadable=unloadable(host, path), **hermes)
 
 
 def _describe_other(path: Path) -> str:
@@ -312,12 +346,28 @@ def _os_error(action: str, exc: OSError) -> SetupError:
                       f"{f' ({exc.filename})' if exc.filename else ''}")
 
 
+def _unreadable(verb: str, host: str, why: str) -> SetupError:
+    name = {"pi": "pi", "prime": "Prime", "hermes": "Hermes"}[host]
+    return SetupError(f"cannot {verb} qmem for {name}: {why}; nothing was changed")
+
+
+def _readable_first(verb: str, found: Installation, env: Mapping[str, str]) -> installrecord.HostRecord:
+    """What install created for the host, once every file ``verb`` decides by has been read (raises SetupError)."""
+    if found.refusal:
+        raise _unreadable(verb, found.host, found.refusal)
+    try:
+        return installrecord.load(env, found.host)
+    except UnreadableFile as exc:
+        raise _unreadable(verb, found.host, f"the install record {exc.message}") from None
+
+
 def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupResult:
     """Install qmem for ``host``; see the module docstring.  Raises SetupError."""
     where = location(host, env)
     source = package_dir()
     mode = "copy" if copy else "link"
     found = inspect(host, env)
+    _readable_first("install", found, env)
     path = where.path
     result = SetupResult(host, path, "installed", mode=mode, source=source)
     uninstall_hint = f"`python3 -m qmem.local uninstall {host}`"
@@ -347,7 +397,10 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
             elif _same_content(path, source):
                 result.action = "unchanged"
             else:
-                unknown = _unknown_files(path)
+                try:
+                    unknown = _unknown_files(path)
+                except UnreadableFile as exc:
+                    raise _unreadable("update", host, exc.message) from None
                 if unknown:
                     raise SetupError(f"{path} holds a copy of qmem with files qmem does not know "
                                      f"({', '.join(unknown[:3])}); move them away first")
@@ -367,11 +420,14 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
         if note:
             result.notes.append(note)
         if result.hermes["change"] == "created" and where.hermes_config is not None:
-            created_files[where.hermes_config] = where.hermes_config.read_text(encoding="utf-8")
+            written = _text_of(where.hermes_config)
+            if written is not None:
+                created_files[where.hermes_config] = written
     try:
         installrecord.remember(env, host, directories=created, files=created_files)
-    except OSError as exc:  # qmem is installed; only the tidy-up at uninstall is lost
-        result.notes.append(f"could not record what install created ({exc.strerror or exc.__class__.__name__}); "
+    except (OSError, UnreadableFile) as exc:  # qmem is installed; only the tidy-up at uninstall is lost
+        why = exc.message if isinstance(exc, UnreadableFile) else exc.strerror or exc.__class__.__name__
+        result.notes.append(f"could not record what install created ({why}); "
                             f"uninstall will leave {', '.join(str(p) for p in [*created, *created_files])}")
     if result.action == "unchanged":
         return result
@@ -387,6 +443,7 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
     """Remove what install put in place for ``host``; see the module docstring.  Raises SetupError."""
     where = location(host, env)
     found = inspect(host, env)
+    record = _readable_first("uninstall", found, env)
     path = where.path
     result = SetupResult(host, path, "removed", mode=found.kind if found.kind in ("link", "copy") else None)
     try:
@@ -401,7 +458,10 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
             os.unlink(path)
             result.mode = "link"
         elif found.kind == "copy":
-            unknown = _unknown_files(path)
+            try:
+                unknown = _unknown_files(path)
+            except UnreadableFile as exc:
+                raise _unreadable("uninstall", host, exc.message) from None
             if unknown:
                 raise SetupError(f"{path} holds files qmem does not know ({', '.join(unknown[:3])}); "
                                  f"nothing was removed")
@@ -410,7 +470,6 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
             raise SetupError(f"{path} is not qmem ({_describe_other(path)}); nothing was removed")
     except OSError as exc:
         raise _os_error(f"remove {path}", exc) from None
-    record = installrecord.load(env, host)
     if host == "hermes":
         removed = _remove_created_config(where, record)
         if removed is not None:
@@ -424,17 +483,24 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
     return result
 
 
+def _text_of(path: Path) -> str | None:
+    """The UTF-8 text of the small regular file at ``path``; None when it is missing or cannot be read."""
+    try:
+        data = read_small_file(path, MAX_SETUP_FILE_BYTES)
+        return None if data is None else data.decode("utf-8")
+    except (UnreadableFile, UnicodeDecodeError):
+        return None
+
+
 def _remove_created_config(where: Location, record: installrecord.HostRecord) -> str | None:
     """Delete Hermes' config.yaml if install created it and it still holds exactly what install wrote."""
     config = where.hermes_config
     written = record.files.get(str(config)) if config is not None else None
-    if config is None or written is None:
-        return None
+    if config is None or written is None or _text_of(config) != written:
+        return None  # gone, unreadable, or changed since: it holds something else now, keep it
     try:
-        if config.read_text(encoding="utf-8") != written:
-            return None  # changed since: it holds something else now, keep it
         config.unlink()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
     return f"removed {config} (install created it and it held nothing else)"
 
@@ -459,7 +525,7 @@ def _remove_created_directories(where: Location, record: installrecord.HostRecor
     try:
         installrecord.forget(env, where.host, directories=settled,
                              files=[config] if config and config in record.files else [])
-    except OSError:
+    except (OSError, UnreadableFile):
         pass  # the record stays; a later uninstall finds the directories gone or in use
     return [f"removed {', '.join(removed)} (install created {'them' if len(removed) > 1 else 'it'}; "
             f"{'they were' if len(removed) > 1 else 'it was'} empty)"] if removed else []

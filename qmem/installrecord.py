@@ -13,7 +13,11 @@ created and the bytes of a file it created.  ``uninstall`` then removes:
   host's current directory or one of its parents, so a record made with another
   ``PI_CODING_AGENT_DIR`` never reaches elsewhere.
 
-A record that cannot be read is treated as empty: nothing is removed on its word.
+No record is an empty one.  A record that is there but cannot be read (read the safe way,
+:mod:`qmem.smallfile`: a regular file of at most 1 MiB, opened without blocking, any JSON
+survived) raises :class:`~qmem.smallfile.UnreadableFile` from :func:`load`, :func:`remember`
+and :func:`forget`: nothing is removed on its word, and it is never overwritten with a record
+that would forget what it held.
 """
 
 from __future__ import annotations
@@ -26,10 +30,14 @@ from pathlib import Path
 
 from .atomicfile import write_atomic
 from .config import resolve_paths
+from .smallfile import MIB, read_json_file
 
-__all__ = ["HostRecord", "missing_directories", "load", "remember", "forget", "record_path"]
+__all__ = ["HostRecord", "missing_directories", "check_readable", "load", "remember", "forget", "record_path",
+           "MAX_RECORD_BYTES"]
 
 VERSION = 1
+#: A record lists a few directories and a config.yaml install wrote; a file over this is not one.
+MAX_RECORD_BYTES = MIB
 
 
 @dataclass
@@ -55,19 +63,18 @@ def missing_directories(directory: Path) -> list[Path]:
 
 
 def _read(env: Mapping[str, str]) -> dict[str, HostRecord]:
-    try:
-        document = json.loads(record_path(env).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """The record's entries, per host (raises UnreadableFile)."""
+    document = read_json_file(record_path(env), MAX_RECORD_BYTES)
     hosts = document.get("hosts") if isinstance(document, dict) else None
     records = {}
     for host, entry in (hosts.items() if isinstance(hosts, dict) else ()):
         if not isinstance(entry, dict):
             continue
-        directories = [d for d in entry.get("directories") or [] if isinstance(d, str) and os.path.isabs(d)]
-        files = {p: t for p, t in (entry.get("files") or {}).items()
-                 if isinstance(p, str) and os.path.isabs(p) and isinstance(t, str)} \
-            if isinstance(entry.get("files"), dict) else {}
+        listed, written = entry.get("directories"), entry.get("files")
+        directories = [d for d in listed if isinstance(d, str) and os.path.isabs(d)] \
+            if isinstance(listed, list) else []
+        files = {p: t for p, t in written.items() if isinstance(p, str) and os.path.isabs(p) and isinstance(t, str)} \
+            if isinstance(written, dict) else {}
         records[host] = HostRecord(directories, files)
     return records
 
@@ -84,13 +91,19 @@ def _write(env: Mapping[str, str], records: dict[str, HostRecord]) -> None:
     write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
+def check_readable(env: Mapping[str, str]) -> None:
+    """Raise UnreadableFile when the record is there but cannot be read (for ``doctor``)."""
+    _read(env)
+
+
 def load(env: Mapping[str, str], host: str) -> HostRecord:
+    """What install created for ``host`` (raises UnreadableFile)."""
     return _read(env).get(host, HostRecord())
 
 
 def remember(env: Mapping[str, str], host: str, *, directories: Sequence[Path] = (),
              files: Mapping[Path, str] | None = None) -> None:
-    """Add what install just created for ``host`` to the record (raises OSError)."""
+    """Add what install just created for ``host`` to the record (raises OSError, UnreadableFile)."""
     files = files or {}
     if not directories and not files:
         return
@@ -104,7 +117,10 @@ def remember(env: Mapping[str, str], host: str, *, directories: Sequence[Path] =
 
 
 def forget(env: Mapping[str, str], host: str, *, directories: Sequence[str] = (), files: Sequence[str] = ()) -> None:
-    """Drop entries of ``host``'s record (they were removed, or are no longer install's to remove)."""
+    """Drop entries of ``host``'s record (they were removed, or are no longer install's to remove).
+
+    Raises OSError, UnreadableFile.
+    """
     records = _read(env)
     record = records.get(host)
     if record is None:
