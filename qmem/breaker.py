@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from .atomicfile import ensure_private_dir, write_atomic
 from .diagnostics import Warnings
+from .smallfile import MIB, UnreadableFile, decode_json, read_small_file
 
 __all__ = ["Breaker", "BreakerPolicy", "Decision", "endpoint_key"]
 
@@ -104,12 +105,15 @@ class Breaker:
         if self._parsed is not None and self._parsed[0] == identity:
             return _copy(self._parsed[1]), self._parsed[2]
         try:
-            data = self.path.read_bytes()
-        except OSError:
-            return _empty(), False
-        try:
-            document = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            # Read the safe way: a FIFO or a device put here must not hang every call, nor a
+            # deep nesting crash one; whatever cannot be read counts as corrupt (closed, rewritten).
+            data = read_small_file(self.path, MIB)
+            if data is None:  # gone since the stat
+                return _empty(), False
+            document = decode_json(data, self.path)
+        except UnreadableFile as exc:
+            if exc.reason == "io":  # a read that failed, as before: closed, and the file left alone
+                return _empty(), False
             document, corrupt = _empty(), True
         else:
             corrupt = (not isinstance(document, dict) or document.get("version") != FILE_VERSION

@@ -99,6 +99,32 @@ class BreakerTests(TempHomeTestCase):
         self.assertEqual(len(self.said), 1)
         self.assertIn("reset", self.said[0])
 
+    def test_a_fifo_or_a_deep_nesting_as_the_file_counts_as_corrupt_and_never_hangs(self):
+        # In a child under a watchdog: a read that blocks on the FIFO would hang the test otherwise.
+        self.path.parent.mkdir(parents=True)
+        script = textwrap.dedent(f"""
+            import json, os, sys
+            from pathlib import Path
+            from qmem.breaker import Breaker, BreakerPolicy
+            from qmem.diagnostics import Warnings
+            path, said = Path({str(self.path)!r}), []
+            for kind in ("fifo", "deep"):
+                if kind == "fifo":
+                    os.mkfifo(path)
+                else:
+                    path.write_text("[" * 200_000 + "]" * 200_000)
+                breaker = Breaker(path, {URL!r}, BreakerPolicy(), warnings=Warnings(said.append))
+                assert breaker.check().allowed
+                breaker.definitive_failure()
+                assert not breaker.check().allowed, kind
+                assert path.is_file() and json.loads(path.read_text())["version"] == 1, kind
+                path.unlink()
+            print(len(said))
+        """)
+        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+        self.assertEqual((done.returncode, done.stderr), (0, ""))
+        self.assertEqual(done.stdout.strip(), "2")  # each fresh session warned once that it reset the file
+
     def test_reset_and_snapshot(self):
         b = self.breaker()
         b.definitive_failure()
