@@ -93,6 +93,22 @@ class PoisonedCorrectionTests(GatewayTestCase):
         self.assertEqual(json.loads(stored.stdout)["backlog"], {"sent": 3, "still_queued": 0})
         self.assertEqual(len(self.gateway.live_records()), 103)
 
+    def test_a_failed_record_says_not_sent_once(self):
+        self.queue_with_poison(0, 0)
+        rt = self.runtime()
+        token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # built here so no scanner flags the file
+        leaked = rt.outbox.enqueue(NewRecord(text=f"the deploy token is {token}", project_id="p"))
+        rt.close()
+        self.assertEqual(self.cli("flush").code, 1)
+        lines = {line.split()[1]: line for line in self.cli("queue").stdout.splitlines() if line.startswith("✗ ")}
+        self.assertIn(f"(not sent: {UNKNOWN_LOCAL_TARGET}; supersedes {UNKNOWN})", lines[POISON_ID])
+        self.assertIn("(not sent: it looks like it contains a credential (github-token); remove it and store a "
+                      "reference instead)", lines[leaked.id])
+        self.assertNotIn("not sent: not sent", "".join(lines.values()))
+        reasons = {r["id"]: r["reason"] for r in json.loads(self.cli("queue", "--json").stdout)["records"]}
+        self.assertEqual(reasons[POISON_ID], UNKNOWN_LOCAL_TARGET)  # the cause alone: "failed" says it was not sent
+        self.assertTrue(reasons[leaked.id].startswith("it looks like it contains a credential"), reasons[leaked.id])
+
     def test_inside_a_bridge_session_it_is_one_warning(self):
         self.queue_with_poison(20, 20)
         rt = self.runtime()
