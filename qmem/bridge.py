@@ -43,9 +43,11 @@ No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
   if it still shows a top-level ``id``, that request is refused with an error.  Invalid UTF-8
   inside a string reads as U+FFFD.  Every line written is strict JSON.
 * At stdin EOF or ``shutdown`` every request read is answered before the process exits:
-  running ones finish (reads among them cancelled, open dialogs closed); of those not yet
-  started, writes (``qmem_store``, ``qmem_correct``) and pings run, the others are answered
-  "not run".  A write is bounded by its own timeouts; ``shutdown`` is answered last.
+  running ones finish (reads among them cancelled, open dialogs closed; a running write was
+  queued before it was sent, so the shim's kill loses nothing); of those not yet started,
+  writes (``qmem_store``, ``qmem_correct``) are queued locally at once without contacting
+  the gateway (answered "Queued locally as …, NOT yet shared"; the next session's flush
+  sends them), pings run, the others are answered "not run".  ``shutdown`` is answered last.
 
 On a Python older than 3.10 the bridge never reports ready: it prints one line on stderr,
 ``qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)``, and exits 1; the shim shows that
@@ -60,7 +62,7 @@ import itertools  # noqa: E402  (after the version check: one line on an old Pyt
 import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, BinaryIO  # noqa: E402
@@ -117,10 +119,15 @@ class _Request:
     method: Any
     params: dict[str, Any]
     cancel: threading.Event = field(default_factory=threading.Event)
+    started: "Future[None] | None" = None  # the worker's run, once submitted
 
     def runs_at_shutdown(self) -> bool:
-        """A write (its data would be lost otherwise) or a ping (instant): run even when closing."""
-        return self.method == "ping" or (self.method == "tool" and self.params.get("name") in WRITE_TOOLS)
+        """A ping (instant) or a write (queued locally, never sent, when it starts after the
+        bridge began closing: its data would be lost otherwise): run even when closing."""
+        return self.method == "ping" or self.writes()
+
+    def writes(self) -> bool:
+        return self.method == "tool" and self.params.get("name") in WRITE_TOOLS
 
 
 class Bridge:
@@ -228,15 +235,17 @@ class Bridge:
     def _accept(self, request: _Request) -> None:
         with self._state_lock:
             self._live.setdefault(request.key, []).append(request)
-        self._pool.submit(self._run, request)
+            request.started = self._pool.submit(self._run, request)
 
     def _finish(self, request_id: Any) -> None:
         """Close: every accepted request is answered, then ``shutdown`` (if it was one) last.
 
-        Requests already running finish, reads among them cancelled; those not yet started run
-        if they write (their data would be lost) or are a ping, and are otherwise answered with
-        an error saying they were not run.  Dialogs close unanswered.  A write is bounded by
-        its own timeouts (and the breaker), so the drain is too.
+        The shim kills the bridge two seconds after ``shutdown``.  Requests already running
+        finish, reads among them cancelled (a running write was queued before it was sent: if
+        the kill comes first, the next flush sends it).  Those not yet started are answered
+        here at once, never behind the running ones: a write is queued locally without
+        contacting the gateway, a ping is answered, anything else is refused as not run.
+        Dialogs close unanswered.
         """
         self._closing.set()
         with self._state_lock:
@@ -247,6 +256,11 @@ class Bridge:
                 request.cancel.set()
         for done, _ in waits:
             done.set()
+        # A request whose worker has not picked it up is taken back and run here (queue-only
+        # for writes, see _run); one a worker picked up meanwhile sees the bridge closing too.
+        for request in live:
+            if request.started is not None and request.started.cancel():
+                self._run(request)
         self._pool.shutdown(wait=True)
         session = self.session
         if session is not None:
@@ -258,10 +272,13 @@ class Bridge:
 
     def _run(self, request: _Request) -> None:
         try:
-            if self._closing.is_set() and not request.runs_at_shutdown():
+            closing = self._closing.is_set()
+            if closing and not request.runs_at_shutdown():
                 self._refuse(request.id, "not run: the bridge was shutting down")
             else:
-                self._handle(request)
+                # A write that starts once the bridge is closing would not finish before the
+                # shim's kill: it is queued locally, at once, and the next flush sends it.
+                self._handle(request, queue_only=closing)
         finally:
             with self._state_lock:
                 requests = self._live.get(request.key, [])
@@ -270,10 +287,10 @@ class Bridge:
                 if not requests:
                     self._live.pop(request.key, None)
 
-    def _handle(self, request: _Request) -> None:
+    def _handle(self, request: _Request, *, queue_only: bool = False) -> None:
         request_id = request.id
         try:
-            result = self._dispatch(request.method, request.params, request.cancel)
+            result = self._dispatch(request.method, request.params, request.cancel, queue_only=queue_only)
         except QmemError as exc:
             answer = {"id": request_id, "error": {"message": exc.message, "category": exc.category}}
         except Exception as exc:  # a bug must not kill the bridge: report it as a failed request
@@ -307,7 +324,8 @@ class Bridge:
                 self._provisional = start is None
             return self.session
 
-    def _dispatch(self, method: Any, params: dict[str, Any], cancel: threading.Event) -> Any:
+    def _dispatch(self, method: Any, params: dict[str, Any], cancel: threading.Event, *,
+                  queue_only: bool = False) -> Any:
         if method == "ping":
             return {"pong": True}
         if method == "session_start":
@@ -317,7 +335,7 @@ class Bridge:
         session = self._session()
         if method == "tool":
             args = params.get("args") if isinstance(params.get("args"), dict) else {}
-            return session.call_tool(str(params.get("name")), args, cancel=cancel)
+            return session.call_tool(str(params.get("name")), args, cancel=cancel, queue_only=queue_only)
         if method == "context":
             messages = params.get("messages") if isinstance(params.get("messages"), list) else []
             out = session.context(messages, rlm_depth=params.get("rlmDepth"),

@@ -23,8 +23,8 @@ from .records import is_local_id
 
 __all__ = [
     "RECORD_COLUMNS_SQL", "row_to_record", "record_values", "set_meta", "record_by_id", "insert_record",
-    "update_record", "learn_observation", "insert_queued", "queue_counts", "mark_target", "queued_by_local_id",
-    "adopt_gateway_ids",
+    "update_record", "learn_observation", "insert_queued", "queue_counts", "mark_target", "is_held",
+    "queued_by_local_id", "adopt_gateway_ids",
 ]
 
 #: The SELECT list that :func:`row_to_record` reads.
@@ -106,6 +106,13 @@ def mark_target(conn: sqlite3.Connection, correction: Record) -> None:
     if target:
         conn.execute("UPDATE records SET superseded_by = ? WHERE (id = ? OR local_id = ?) AND superseded_by IS NULL",
                      (correction.local_id, target, target))
+
+
+def is_held(conn: sqlite3.Connection, local_id: str, token: str) -> bool:
+    """Whether the outbox row ``local_id`` is pending and claimed by ``token`` (run out or not:
+    until another claims it, it is as its holder left it)."""
+    return conn.execute("SELECT 1 FROM records WHERE local_id = ? AND state = 'pending' AND claim_token = ?",
+                        (local_id, token)).fetchone() is not None
 
 
 def queued_by_local_id(conn: sqlite3.Connection, local_id: str) -> Record:

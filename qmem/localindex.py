@@ -275,17 +275,23 @@ class LocalIndex(IndexFile):
 
     # -- the outbox's rows (qmem.outbox decides what they mean)
 
-    def add_queued(self, record: Record) -> tuple[Record, bool]:
+    def add_queued(self, record: Record, *, claim: tuple[str, float] | None = None) -> tuple[Record, bool]:
         """Add an outbox row keyed by its local id; ``(row, True)``, or the row already known
         under that key (as local or gateway id) and False, with nothing written.
 
         A pending correction marks its target (by gateway or local id) superseded by its
-        local id, unless the target already knows what superseded it.
+        local id, unless the target already knows what superseded it.  With ``claim``
+        (token, until) the new row is claimed in the same transaction, as :meth:`claim_pending`
+        would claim it: no flusher takes it while that claim holds.
         """
         if record.local_id is None or record.id != record.local_id:
             raise ValueError("a queued record is keyed by its local id")
         with self.transaction() as conn:
-            return indexrows.insert_queued(conn, record)
+            row, added = indexrows.insert_queued(conn, record)
+            if added and claim is not None:
+                conn.execute("UPDATE records SET claim_token = ?, claim_until = ? WHERE local_id = ?",
+                             (*claim, record.local_id))
+            return row, added
 
     def claim_pending(self, limit: int, *, token: str, now: float, until: float,
                       holder_is_gone: Callable[[str], bool]) -> list[Record]:
@@ -419,14 +425,52 @@ class LocalIndex(IndexFile):
                     held += count
         return free, held
 
-    def release_claims(self, local_ids: Iterable[str]) -> None:
-        """Give up the claims on these pending rows, as they are (nothing else changes)."""
+    def release_claims(self, local_ids: Iterable[str], *, token: str | None = None) -> None:
+        """Give up the claims on these pending rows, as they are (nothing else changes); with
+        ``token``, only the rows that token still holds."""
         wanted = list(local_ids)
+        held = "" if token is None else " AND claim_token = ?"
         with self.transaction() as conn:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start:start + 500]
                 conn.execute(f"UPDATE records SET claim_token = NULL, claim_until = NULL WHERE state = 'pending' "
-                             f"AND local_id IN ({', '.join('?' * len(chunk))})", chunk)
+                             f"AND local_id IN ({', '.join('?' * len(chunk))}){held}",
+                             (*chunk, *([] if token is None else [token])))
+
+    def adopt_held(self, local_id: str, token: str, gateway_id: str | None,
+                   learned: Iterable[Observation]) -> bool:
+        """The gateway accepted, as ``gateway_id``, the pending row ``token`` holds (written ahead
+        of its own send): the row leaves the outbox, every reference to its local id follows the
+        gateway id, and ``learned`` (the gateway's answer, and the target a correction marks) is
+        merged exactly as a store that was never queued merges it, all in one transaction.
+        False, and nothing changes, when ``token`` no longer holds the row (a flush took it
+        over and records what the gateway said).  ``gateway_id`` None: the answer named no
+        usable id, and the row only leaves (a target it marked is current again).
+        """
+        now = utc_now()
+        with self.transaction() as conn:
+            if not indexrows.is_held(conn, local_id, token):
+                return False
+            conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
+            if gateway_id is None:
+                conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
+            else:
+                for column in ("supersedes_id", "superseded_by"):
+                    conn.execute(f"UPDATE records SET {column} = ? WHERE {column} = ?", (gateway_id, local_id))
+            for obs in learned:
+                indexrows.learn_observation(conn, obs, now)
+            return True
+
+    def discard_held(self, local_id: str, token: str) -> bool:
+        """Remove the pending row ``token`` holds, which was not to be kept (the gateway refused
+        it, or it may not be queued); a target it corrected is current again.  False, and
+        nothing changes, when ``token`` no longer holds it."""
+        with self.transaction() as conn:
+            if not indexrows.is_held(conn, local_id, token):
+                return False
+            conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
+            conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
+            return True
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id}`` for those of ``record_ids`` that a pending correction supersedes."""

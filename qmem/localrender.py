@@ -38,7 +38,9 @@ def render_record_line(record: Record) -> str:
     if record.state == "pending":
         notes.append(QUEUED_NOT_SHARED)
     elif record.state == "failed":
-        notes.append(f"not sent: {record.reason or 'refused by the gateway'}")
+        reason = record.reason or "refused by the gateway"
+        # A reason is the cause alone; rows an older qmem marked failed may carry the prefix already.
+        notes.append(reason if reason.startswith("not sent: ") else f"not sent: {reason}")
     elif record.state == "duplicate":
         notes.append(f"duplicate of {record.duplicate_of}")
     if record.coverage == "partial":

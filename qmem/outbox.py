@@ -9,6 +9,13 @@ Promises:
   marked ``superseded_by`` = the correction's local id in the same transaction, so default
   search, meta and status hide and count it; the mark follows the correction to its
   gateway id when it syncs, and is lifted if the gateway refuses the correction.
+* **A store is written ahead.**  :meth:`Outbox.write_ahead` queues a record that is about
+  to be sent, held by this process (the claim a flush takes), before the request leaves.
+  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row leaves the
+  outbox, since it never waited, references to its local id follow the gateway id, and the
+  index holds what a store that was never queued leaves), refused or not to be kept
+  (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A process that dies before it settles leaves a pending
+  row held by a gone process: the next flush takes it over and sends it under the same key.
 * :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
   are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
   whose process on this machine is gone, may be claimed again; that re-send is safe
@@ -36,12 +43,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import LocalIndexError
-from .indexrecord import Outcome, Record, content_hash, this_machine, utc_now
+from .indexrecord import Observation, Outcome, Record, content_hash, this_machine, utc_now
 from .localindex import LocalIndex
 from .records import NewRecord, is_local_id, new_local_id
 
-__all__ = ["Outbox", "Outcome", "QueueReport", "PendingCount", "UnknownLocalRecord", "UNKNOWN_LOCAL_TARGET",
-           "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
+__all__ = ["Outbox", "HeldWrite", "Outcome", "QueueReport", "PendingCount", "UnknownLocalRecord",
+           "UNKNOWN_LOCAL_TARGET", "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
@@ -85,6 +92,19 @@ class PendingCount:
 def _bounded_reason(reason: str) -> str:
     reason = " ".join(reason.split())
     return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class HeldWrite:
+    """A record queued ahead of its own send (:meth:`Outbox.write_ahead`) and the claim this
+    process holds it by; the row as :meth:`Outbox.enqueue` would have returned it."""
+
+    record: Record
+    token: str
+
+    @property
+    def local_id(self) -> str:
+        return self.record.id
 
 
 class Outbox:
@@ -143,14 +163,47 @@ class Outbox:
             content_hash=content_hash(record.text), learned_at=now,
         )
 
+    def write_ahead(self, record: NewRecord, *, key: str, lease_seconds: float, tool: str | None = None
+                    ) -> HeldWrite:
+        """Queue ``record`` under ``key`` (a fresh local id: its Idempotency-Key), held by this
+        process for ``lease_seconds``, before it is sent; settle it with :meth:`record_accepted`,
+        :meth:`discard` or :meth:`release_held`.  While held, no flush sends it; once this process
+        is gone (or the lease ran out), the next flush does."""
+        if not is_local_id(key):
+            raise ValueError("key must be a qmem local id")
+        token = self._claim_token()
+        row, added = self.index.add_queued(self._row(key, record, tool=tool, session_file=None, refused=None),
+                                           claim=(token, time.time() + lease_seconds))
+        if not added:
+            raise ValueError("a write ahead needs a fresh key")
+        return HeldWrite(row, token)
+
+    def record_accepted(self, held: HeldWrite, gateway_id: str | None, learned: Iterable[Observation]) -> bool:
+        """The gateway accepted ``held`` as ``gateway_id`` on its own send: it leaves the outbox,
+        references to its local id follow, and ``learned`` is merged as for a store never queued.
+        False when a flush took it over meanwhile (its lease ran out): that flush records it."""
+        return self.index.adopt_held(held.local_id, held.token, gateway_id, learned)
+
+    def discard(self, held: HeldWrite) -> bool:
+        """Drop ``held``: the gateway refused it (a duplicate, a 4xx) and the store says "not
+        stored", or it may not be queued (``offlineQueue`` off).  A target it corrected is current
+        again.  False when a flush took it over meanwhile."""
+        return self.index.discard_held(held.local_id, held.token)
+
+    def release_held(self, held: HeldWrite) -> None:
+        """The gateway could not take ``held`` now: it stays pending, untouched, for the next flush."""
+        self.index.release_claims([held.local_id], token=held.token)
+
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
-        import uuid  # here, not at the top: only a flush claims, and the CLI's reads load this module too
-
-        token = f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         now = time.time()
-        return self.index.claim_pending(limit, token=token, now=now, until=now + lease_seconds,
+        return self.index.claim_pending(limit, token=self._claim_token(), now=now, until=now + lease_seconds,
                                         holder_is_gone=self._holder_is_gone)
+
+    def _claim_token(self) -> str:
+        import uuid  # here, not at the top: only writes claim, and the CLI's reads load this module too
+
+        return f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
     def _holder_is_gone(self, token: str) -> bool:
         # token = "<machine>:<pid>:<nonce>"; the machine name may itself contain ':'.

@@ -128,8 +128,12 @@ class PluginSession:
 
     # -- tools
 
-    def call_tool(self, name: str, args: Mapping[str, Any], *, cancel: threading.Event | None = None) -> dict:
-        """Run a qmem tool; raises QmemError (ToolError, InputError, RecallError…) on failure."""
+    def call_tool(self, name: str, args: Mapping[str, Any], *, cancel: threading.Event | None = None,
+                  queue_only: bool = False) -> dict:
+        """Run a qmem tool; raises QmemError (ToolError, InputError, RecallError…) on failure.
+
+        ``queue_only``: a write (``qmem_store``, ``qmem_correct``) is queued locally without
+        contacting the gateway, as ``store --queue-only`` does (a bridge that is closing)."""
         if not isinstance(args, Mapping):
             raise ToolError("tool arguments must be an object")
         _check_text(args)
@@ -142,7 +146,7 @@ class PluginSession:
         if tool is None:
             raise ToolError(f"unknown tool {name!r}")
         if name in ("qmem_store", "qmem_correct"):
-            result = tool(self.runtime, args, flush_soon=self.flush_in_background)
+            result = tool(self.runtime, args, flush_soon=self.flush_in_background, queue_only=queue_only)
         else:
             result = tool(self.runtime, args)
         return result.to_host()

@@ -335,7 +335,7 @@ class SessionImporter:
             if isinstance(item, QueuedWrite):
                 # Whatever wrote the session file, a credential found now keeps the write here, unsent.
                 findings = credential_findings(item.record.to_request())
-                refused = f"not sent: {describe_credentials(findings)}" if findings else None
+                refused = describe_credentials(findings) if findings else None
                 restored.append(self.outbox.restored_row(item.local_id, item.record, tool=item.tool,
                                                          session_file=key, refused=refused))
         # One transaction: the offset is saved with the writes it restores, or neither is.

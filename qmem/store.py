@@ -9,13 +9,18 @@ Promises:
   text, ``expires_at`` in the future, well-formed ids, bounded ``top_k``; and the **secret
   guard** — text carrying a high-confidence credential is refused, naming the family and
   never echoing the secret.
-* **A write is never lost and never reported as shared when it is not.**  A store goes to
-  the gateway with a fresh local id as Idempotency-Key.  If the gateway cannot be reached
-  (breaker open, connect failure) or the request may have been sent but the answer was
-  lost, the record is queued in the outbox under that same key and the answer says
-  plainly "queued locally, not yet shared".  With ``offlineQueue: false`` it is a failure.
-  ``queue_only`` (``store --queue-only``) is the same store, checks and answer, without
-  contacting the gateway.  A correction of a ``local-…`` id this outbox never queued is refused.
+* **A write is never lost and never reported as shared when it is not.**  A store is
+  written ahead: queued in the outbox under a fresh local id, held by this process, before
+  it goes to the gateway with that id as Idempotency-Key.  Accepted, it takes the gateway's
+  id and leaves the outbox; refused (a duplicate, a 4xx), it is dropped and the answer says
+  "not stored".  If the gateway cannot be reached (breaker open, connect failure) or the
+  request may have been sent but the answer was lost, it stays queued under that same key
+  and the answer says plainly "queued locally, not yet shared".  A process killed
+  mid-request leaves it to the next flush, which sends it under that key.  With
+  ``offlineQueue: false`` an unreachable gateway is a failure and nothing is kept.
+  ``queue_only`` (``store --queue-only``, and a bridge's writes at shutdown) is the same
+  store, checks and answer, without contacting the gateway.  A correction of a ``local-…``
+  id this outbox never queued is refused.
 * **Reads degrade, labelled.**  search / get / meta answers are written through to the
   local index; when the gateway is unreachable, throttled or failing (and
   ``localFallback``), the local index answers with ``fallback: "local_sqlite"`` and no
@@ -33,9 +38,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
-from .gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
+from .gateway import GatewayClient, GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .outbox import QUEUED_NOT_SHARED, UnknownLocalRecord
+from .outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
@@ -241,10 +246,21 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
     local_id = new_local_id()
     gateway = None if queue_only else rt.gateway
     failure: GatewayUnavailable | None = None
+    held: HeldWrite | None = None
+    target_known = True
     if gateway is not None and not is_local_id(record.supersedes_id):
+        # Written ahead: queued, and held by this process, before the request leaves.  Killed
+        # mid-request, the process leaves it to the next flush (under the key the gateway may
+        # have seen), never to no one.  If the index cannot take it, the store goes on without.
+        try:
+            target_known = _target_known(rt, record)
+            held = rt.outbox.write_ahead(record, tool=tool, key=local_id, lease_seconds=_send_lease(rt, gateway))
+        except LocalIndexError:
+            held = None
         try:
             saved = gateway.create(record.to_request(), idempotency_key=local_id)
         except GatewayDuplicate as dup:
+            _settle(rt, held, rt.outbox.discard)
             return ToolResult(
                 f"Not stored: the gateway already holds a similar record ({dup.matched_id}). "
                 f"Use qmem_get to read it, or qmem_correct to supersede it.",
@@ -253,29 +269,28 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
             # A key problem is the user's to fix, not the record's: keep it, as a flush would.
             failure = GatewayUnavailable(refused.message, kind="unauthorized", sent=True, status=refused.status)
         except GatewayRefused as refused:
+            _settle(rt, held, rt.outbox.discard)
             raise ToolError(f"not stored: {refused.message}") from None
         except GatewayUnavailable as exc:
             failure = exc
+        except BaseException:
+            _settle(rt, held, rt.outbox.release_held)  # whatever happened, it waits for a flush, under its key
+            raise
         else:
-            stored = {**record.to_request(), **saved}
-            learned = [_observation(stored, coverage="full", tool=tool)]
-            if record.supersedes_id:
-                learned.append(Observation(id=record.supersedes_id, superseded_by=saved["id"], state="synced",
-                                           supersede_reason=record.supersede_reason, tool=tool))
-            _learn(rt, [obs for obs in learned if obs is not None])
-            if flush_soon is not None:
-                flush_soon()
-            verb = "Corrected" if record.supersedes_id else "Stored"
-            return ToolResult(f"{verb}: {saved['id']} (shared through the Memory Gateway).",
-                              {"qmem": 1, "record": stored, "shared": True})
+            return _shared(rt, record, saved, held, tool, flush_soon)
     why = QUEUE_ONLY_NOTE if queue_only else _unreachable_note(failure)
     if not rt.config.offline_queue and not queue_only:
+        _settle(rt, held, rt.outbox.discard)
         raise ToolError(f"not stored: {why} and offlineQueue is off")
-    try:
-        target_known = record.supersedes_id is None or rt.index.get(record.supersedes_id) is not None
-        queued = rt.outbox.enqueue(record, tool=tool, key=local_id)
-    except LocalIndexError as exc:
-        raise ToolError(f"not stored: {why} and the local outbox failed ({exc.message})") from None
+    if held is not None:
+        _settle(rt, held, rt.outbox.release_held)
+        queued = held.record
+    else:
+        try:
+            target_known = _target_known(rt, record)
+            queued = rt.outbox.enqueue(record, tool=tool, key=local_id)
+        except LocalIndexError as exc:
+            raise ToolError(f"not stored: {why} and the local outbox failed ({exc.message})") from None
     if record.supersedes_id and is_local_id(record.supersedes_id) and not queue_only:
         why = "the record it corrects is itself still queued"
     text = (f"Queued locally as {queued.id}, NOT yet shared: {why}. It is searchable on this machine now and will "
@@ -292,6 +307,52 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
     return ToolResult(text, details)
 
 
+def _shared(rt: Runtime, record: NewRecord, saved: dict[str, Any], held: HeldWrite | None, tool: str,
+            flush_soon: Callable[[], None] | None) -> ToolResult:
+    """The answer to a store the gateway accepted, once the local index knows it."""
+    stored = {**record.to_request(), **saved}
+    learned = [_observation(stored, coverage="full", tool=tool)]
+    if record.supersedes_id:
+        learned.append(Observation(id=record.supersedes_id, superseded_by=saved["id"], state="synced",
+                                   supersede_reason=record.supersede_reason, tool=tool))
+    observed = [obs for obs in learned if obs is not None]
+    if held is None:
+        _learn(rt, observed)
+    else:  # the row written ahead leaves the outbox; the index ends as if it had never been queued
+        gateway_id = learned[0].id if learned[0] is not None else None
+        _settle(rt, held, lambda mine: rt.outbox.record_accepted(mine, gateway_id, observed))
+    if flush_soon is not None:
+        flush_soon()
+    verb = "Corrected" if record.supersedes_id else "Stored"
+    return ToolResult(f"{verb}: {saved['id']} (shared through the Memory Gateway).",
+                      {"qmem": 1, "record": stored, "shared": True})
+
+
+def _target_known(rt: Runtime, record: NewRecord) -> bool:
+    """Whether the record a correction supersedes is in the local index (True for a plain store)."""
+    return record.supersedes_id is None or rt.index.get(record.supersedes_id) is not None
+
+
+def _send_lease(rt: Runtime, gateway: GatewayClient) -> float:
+    """How long a store holds its written-ahead record: longer than its create can take (every
+    attempt, with its one retry on a fresh connection, timing out, and the waits between them),
+    so that no flush sends it meanwhile; a flush takes it over once this process is gone."""
+    attempt_s = 2 * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000
+    return (gateway.retries + 1) * attempt_s + gateway.retries * gateway.max_retry_wait_s + 30
+
+
+def _settle(rt: Runtime, held: HeldWrite | None, step: Callable[[HeldWrite], object]) -> None:
+    """Settle a written-ahead record, if there is one (keep, drop or release it).  If the index
+    fails, the row stays pending under its key: its claim runs out with its lease (or with this
+    process) and a flush sends it again, recording what the gateway says (a key is not doubled)."""
+    if held is None:
+        return
+    try:
+        step(held)
+    except LocalIndexError:
+        rt.warnings.warn("index")
+
+
 #: Why a store asked to only queue (``store --queue-only``) did not share its record.
 QUEUE_ONLY_NOTE = "the gateway was not contacted (queue only)"
 
@@ -303,11 +364,13 @@ def qmem_store(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[],
     return _store(rt, validate_new_record(args), "qmem_store", flush_soon, queue_only=queue_only)
 
 
-def qmem_correct(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None) -> ToolResult:
-    """Correct a record: a new record that supersedes ``supersedes_id`` (records are immutable)."""
+def qmem_correct(rt: Runtime, args: Mapping[str, Any], *, flush_soon: Callable[[], None] | None = None,
+                 queue_only: bool = False) -> ToolResult:
+    """Correct a record: a new record that supersedes ``supersedes_id`` (records are immutable).
+    ``queue_only`` as for :func:`qmem_store`."""
     if args.get("supersedes_id") in (None, ""):
         raise InputError("supersedes_id is required: the id of the record being corrected")
-    return _store(rt, validate_new_record(args), "qmem_correct", flush_soon)
+    return _store(rt, validate_new_record(args), "qmem_correct", flush_soon, queue_only=queue_only)
 
 
 def _local_search(rt: Runtime, body: Mapping[str, Any], failure: GatewayUnavailable | None) -> ToolResult:

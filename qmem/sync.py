@@ -198,13 +198,13 @@ def _send(gateway: GatewayClient, outbox: Outbox, record: Record, synced_now: di
     body = _request(record)
     findings = credential_findings(body)
     if findings:
-        return Outcome.failed(local_id, f"not sent: {describe_credentials(findings)}")
+        return Outcome.failed(local_id, describe_credentials(findings))
     target = record.supersedes_id
     if target and is_local_id(target):
         try:
             state, current = ("synced", synced_now[target]) if target in synced_now else outbox.gateway_id(target)
         except UnknownLocalRecord as exc:
-            return Outcome.failed(local_id, f"not sent: {exc.message}")
+            return Outcome.failed(local_id, exc.message)
         if state == "pending":
             return Outcome.transient(local_id, "waits for the record it corrects to be sent")
         if state != "synced":

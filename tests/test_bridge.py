@@ -2,6 +2,7 @@
 
 import json
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -160,3 +161,61 @@ class BridgeTests(GatewayTestCase):
         other.proc.stdin.close()
         self.assertEqual(other.proc.wait(timeout=30), 0)
         self.assertEqual(other.proc.stderr.read(), "")
+
+
+class ShutdownWithWritesTests(GatewayTestCase):
+    """The shim kills the bridge 2 s after ``shutdown``: a write in flight was queued before it was
+    sent, one not yet started is queued at once (never behind the running ones), nothing is lost
+    and every request is answered once, ``shutdown`` last."""
+
+    WORKERS = 8  # the bridge's pool
+
+    def setUp(self):
+        super().setUp()
+        self.configure(connectTimeoutMs=600_000, timeoutMs=600_000)
+        self.release = threading.Event()
+        self.addCleanup(self.release.set)
+        self.gateway.inject(Fault.delay_headers(self.release, path="/v1/memories", method="POST", times=None))
+        self.bridge = BridgeTests.start(self)
+
+    def store(self, request_id, text):
+        self.bridge.send({"id": request_id, "method": "tool",
+                          "params": {"name": "qmem_store", "args": {"text": text, "project_id": "p"}}})
+
+    def flush_and_count(self, texts):
+        flushed = subprocess.run([sys.executable, "-m", "qmem.local", "flush"], cwd=REPO, env=self.env,
+                                 capture_output=True, text=True, timeout=120)
+        self.assertEqual(flushed.returncode, 0, flushed.stderr)
+        self.assertEqual(self.gateway.count_by_text(), dict.fromkeys(texts, 1))
+        keys = [p.header("idempotency-key") for p in self.gateway.requests_to("/v1/memories", "POST")]
+        self.assertEqual(len(set(keys)), len(texts))  # a re-send used the key its first attempt had
+
+    def test_a_write_not_yet_started_is_queued_at_once_and_the_running_ones_finish(self):
+        texts = [f"written at shutdown {n}" for n in range(self.WORKERS + 1)]
+        for n, text in enumerate(texts, 1):
+            if n == len(texts):
+                self.assertTrue(self.gateway.wait_for_requests(self.WORKERS, timeout=60))  # every worker is busy
+            self.store(n, text)
+        self.bridge.send({"id": "bye", "method": "shutdown"})
+        waiting = self.bridge.answer(len(texts))  # answered while the running ones are still held
+        self.assertEqual(waiting["result"]["details"]["gateway"], {"error": "not_contacted"})
+        self.assertTrue(waiting["result"]["content"][0]["text"].startswith("Queued locally as local-"))
+        self.assertEqual(self.gateway.live_records(), [])
+        self.assertEqual(len(self.gateway.requests_to("/v1/memories", "POST")), self.WORKERS)  # it was not sent
+        self.release.set()
+        messages = list(iter(self.bridge.next, None))
+        self.assertEqual(self.bridge.proc.wait(timeout=60), 0)
+        answers = [m for m in self.bridge.other + messages if "id" in m]
+        self.assertEqual(sorted(str(m["id"]) for m in answers), sorted(["bye", *map(str, range(1, len(texts)))]))
+        self.assertEqual(answers[-1], {"id": "bye", "result": {"ok": True}})  # shutdown last
+        self.assertTrue(all(m["result"]["details"]["shared"] for m in answers[:-1]))
+        self.flush_and_count(texts)
+
+    def test_killed_after_shutdown_with_a_write_in_flight_loses_nothing(self):
+        self.store(1, "in flight when the shim killed the bridge")
+        self.assertTrue(self.gateway.wait_for_requests(1, timeout=60))
+        self.bridge.send({"id": "bye", "method": "shutdown"})
+        self.bridge.proc.send_signal(signal.SIGKILL)  # as the shim does when shutdown takes too long
+        self.assertEqual(self.bridge.proc.wait(timeout=60), -signal.SIGKILL)
+        self.release.set()
+        self.flush_and_count(["in flight when the shim killed the bridge"])

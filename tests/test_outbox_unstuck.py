@@ -27,13 +27,26 @@ UNKNOWN = "local-" + "f" * 32  # a local id no outbox here ever queued
 POISON_ID = "local-" + "e" * 32
 
 
-class SlowGateway(FakeGateway):
-    """A gateway that takes a moment for each create, so that flushers overlap (a slow server,
-    not a synchronisation point)."""
+class GatedGateway(FakeGateway):
+    """A gateway that holds every create at a gate until the test opens it, counting those
+    waiting there: the test opens it once each flusher has a request inside (overlap by design)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.gate = threading.Event()
+        self.arrived = threading.Condition()
+        self.waiting = 0
 
     def _store(self, req):
-        threading.Event().wait(0.01)
+        with self.arrived:
+            self.waiting += 1
+            self.arrived.notify_all()
+        self.gate.wait()
         return super()._store(req)
+
+    def wait_for_waiting(self, n, timeout=120):
+        with self.arrived:
+            return self.arrived.wait_for(lambda: self.waiting >= n, timeout)
 
 
 class InterruptingGateway(FakeGateway):
@@ -92,6 +105,22 @@ class PoisonedCorrectionTests(GatewayTestCase):
         self.assertEqual(stored.code, 0, stored.stderr)
         self.assertEqual(json.loads(stored.stdout)["backlog"], {"sent": 3, "still_queued": 0})
         self.assertEqual(len(self.gateway.live_records()), 103)
+
+    def test_a_failed_record_says_not_sent_once(self):
+        self.queue_with_poison(0, 0)
+        rt = self.runtime()
+        token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # built here so no scanner flags the file
+        leaked = rt.outbox.enqueue(NewRecord(text=f"the deploy token is {token}", project_id="p"))
+        rt.close()
+        self.assertEqual(self.cli("flush").code, 1)
+        lines = {line.split()[1]: line for line in self.cli("queue").stdout.splitlines() if line.startswith("✗ ")}
+        self.assertIn(f"(not sent: {UNKNOWN_LOCAL_TARGET}; supersedes {UNKNOWN})", lines[POISON_ID])
+        self.assertIn("(not sent: it looks like it contains a credential (github-token); remove it and store a "
+                      "reference instead)", lines[leaked.id])
+        self.assertNotIn("not sent: not sent", "".join(lines.values()))
+        reasons = {r["id"]: r["reason"] for r in json.loads(self.cli("queue", "--json").stdout)["records"]}
+        self.assertEqual(reasons[POISON_ID], UNKNOWN_LOCAL_TARGET)  # the cause alone: "failed" says it was not sent
+        self.assertTrue(reasons[leaked.id].startswith("it looks like it contains a credential"), reasons[leaked.id])
 
     def test_inside_a_bridge_session_it_is_one_warning(self):
         self.queue_with_poison(20, 20)
@@ -200,15 +229,19 @@ class ConcurrentFlushTests(GatewayTestCase):
     """Item 5: three flushers at once all exit 0; each record is sent once."""
 
     def test_three_flushers_of_300_records(self):
-        gateway = SlowGateway(api_key=self.API_KEY).start()
+        gateway = GatedGateway(api_key=self.API_KEY).start()
         self.addCleanup(gateway.stop)
-        self.configure(gateway.url)
+        self.addCleanup(gateway.gate.set)
+        self.configure(gateway.url, connectTimeoutMs=600_000, timeoutMs=600_000)
         rt = self.runtime()
         for n in range(300):
             rt.outbox.enqueue(NewRecord(text=f"concurrent record {n}", project_id="p"))
         rt.close()
         procs = [subprocess.Popen([sys.executable, "-m", "qmem.local", "flush", "--json"], cwd=REPO, env=self.env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        # Each flusher sends one create at a time: three held at the gate are one from each.
+        self.assertTrue(gateway.wait_for_waiting(3))
+        gateway.gate.set()
         outputs = [p.communicate(timeout=300) for p in procs]
         for proc, (stdout, stderr) in zip(procs, outputs):
             self.assertEqual(proc.returncode, 0, stderr)
