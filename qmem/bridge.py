@@ -47,7 +47,8 @@ No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
   queued before it was sent, so the shim's kill loses nothing); of those not yet started,
   writes (``qmem_store``, ``qmem_correct``) are queued locally at once without contacting
   the gateway (answered "Queued locally as …, NOT yet shared"; the next session's flush
-  sends them), pings run, the others are answered "not run".  ``shutdown`` is answered last.
+  sends them; with ``offlineQueue`` off they are refused as not stored), pings run, the
+  others are answered "not run".  ``shutdown`` is answered last.
 
 On a Python older than 3.10 the bridge never reports ready: it prints one line on stderr,
 ``qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)``, and exits 1; the shim shows that
@@ -278,7 +279,7 @@ class Bridge:
             else:
                 # A write that starts once the bridge is closing would not finish before the
                 # shim's kill: it is queued locally, at once, and the next flush sends it.
-                self._handle(request, queue_only=closing)
+                self._handle(request, closing=closing)
         finally:
             with self._state_lock:
                 requests = self._live.get(request.key, [])
@@ -287,10 +288,10 @@ class Bridge:
                 if not requests:
                     self._live.pop(request.key, None)
 
-    def _handle(self, request: _Request, *, queue_only: bool = False) -> None:
+    def _handle(self, request: _Request, *, closing: bool = False) -> None:
         request_id = request.id
         try:
-            result = self._dispatch(request.method, request.params, request.cancel, queue_only=queue_only)
+            result = self._dispatch(request.method, request.params, request.cancel, closing=closing)
         except QmemError as exc:
             answer = {"id": request_id, "error": {"message": exc.message, "category": exc.category}}
         except Exception as exc:  # a bug must not kill the bridge: report it as a failed request
@@ -325,7 +326,7 @@ class Bridge:
             return self.session
 
     def _dispatch(self, method: Any, params: dict[str, Any], cancel: threading.Event, *,
-                  queue_only: bool = False) -> Any:
+                  closing: bool = False) -> Any:
         if method == "ping":
             return {"pong": True}
         if method == "session_start":
@@ -335,7 +336,7 @@ class Bridge:
         session = self._session()
         if method == "tool":
             args = params.get("args") if isinstance(params.get("args"), dict) else {}
-            return session.call_tool(str(params.get("name")), args, cancel=cancel, queue_only=queue_only)
+            return session.call_tool(str(params.get("name")), args, cancel=cancel, closing=closing)
         if method == "context":
             messages = params.get("messages") if isinstance(params.get("messages"), list) else []
             out = session.context(messages, rlm_depth=params.get("rlmDepth"),

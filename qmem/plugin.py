@@ -129,11 +129,13 @@ class PluginSession:
     # -- tools
 
     def call_tool(self, name: str, args: Mapping[str, Any], *, cancel: threading.Event | None = None,
-                  queue_only: bool = False) -> dict:
+                  closing: bool = False) -> dict:
         """Run a qmem tool; raises QmemError (ToolError, InputError, RecallError…) on failure.
 
-        ``queue_only``: a write (``qmem_store``, ``qmem_correct``) is queued locally without
-        contacting the gateway, as ``store --queue-only`` does (a bridge that is closing)."""
+        ``closing``: the host session is ending (a bridge that received ``shutdown``), so a write
+        (``qmem_store``, ``qmem_correct``) could not finish before the host's kill: it is queued
+        locally without contacting the gateway, as ``store --queue-only`` does, or, with
+        ``offlineQueue`` off (nothing may wait in the outbox), refused as not stored."""
         if not isinstance(args, Mapping):
             raise ToolError("tool arguments must be an object")
         _check_text(args)
@@ -146,7 +148,9 @@ class PluginSession:
         if tool is None:
             raise ToolError(f"unknown tool {name!r}")
         if name in ("qmem_store", "qmem_correct"):
-            result = tool(self.runtime, args, flush_soon=self.flush_in_background, queue_only=queue_only)
+            if closing and not self.runtime.config.offline_queue:
+                raise ToolError("not stored: the session was ending and offlineQueue is off")
+            result = tool(self.runtime, args, flush_soon=self.flush_in_background, queue_only=closing)
         else:
             result = tool(self.runtime, args)
         return result.to_host()

@@ -211,6 +211,28 @@ class ShutdownWithWritesTests(GatewayTestCase):
         self.assertTrue(all(m["result"]["details"]["shared"] for m in answers[:-1]))
         self.flush_and_count(texts)
 
+    def test_with_offline_queue_off_a_write_not_yet_started_is_refused_and_nothing_waits(self):
+        self.bridge.proc.kill()
+        self.bridge.proc.wait(timeout=60)
+        self.configure(connectTimeoutMs=600_000, timeoutMs=600_000, offlineQueue=False)
+        self.bridge = BridgeTests.start(self)
+        texts = [f"written at shutdown {n}" for n in range(self.WORKERS + 1)]
+        for n, text in enumerate(texts, 1):
+            if n == len(texts):
+                self.assertTrue(self.gateway.wait_for_requests(self.WORKERS, timeout=60))  # every worker is busy
+            self.store(n, text)
+        self.bridge.send({"id": "bye", "method": "shutdown"})
+        refused = self.bridge.answer(len(texts))
+        self.assertEqual(refused["error"]["message"], "not stored: the session was ending and offlineQueue is off")
+        self.release.set()
+        list(iter(self.bridge.next, None))
+        self.assertEqual(self.bridge.proc.wait(timeout=60), 0)
+        self.assertEqual(self.gateway.count_by_text(), dict.fromkeys(texts[:-1], 1))
+        queue = subprocess.run([sys.executable, "-m", "qmem.local", "queue", "--json"], cwd=REPO, env=self.env,
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(queue.returncode, 0, queue.stderr)
+        self.assertNotIn(texts[-1], queue.stdout)  # not queued: nothing may wait with offlineQueue off
+
     def test_killed_after_shutdown_with_a_write_in_flight_loses_nothing(self):
         self.store(1, "in flight when the shim killed the bridge")
         self.assertTrue(self.gateway.wait_for_requests(1, timeout=60))
