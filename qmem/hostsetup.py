@@ -52,7 +52,7 @@ from typing import Any
 
 from . import __version__, hermesconfig, installrecord
 from .errors import QmemError
-from .smallfile import MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
+from .smallfile import CONTENT_REASONS, MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
 
 __all__ = ["HOSTS", "Location", "Installation", "SetupResult", "SetupError", "location", "inspect", "install",
            "uninstall", "package_dir", "qmem_version", "unloadable", "COPY_MARKER"]
@@ -118,11 +118,18 @@ def location(host: str, env: Mapping[str, str]) -> Location:
 def qmem_version(folder: Path) -> str | None:
     """The version of the qmem package in ``folder``, or None when it is not one.
 
-    Raises :class:`UnreadableFile` when ``package.json`` or ``__init__.py`` is there but cannot be read.
+    Raises :class:`UnreadableFile` when ``package.json`` or ``__init__.py`` is there but cannot be
+    read.  A ``package.json`` that was read and is no JSON manifest (bad JSON, not UTF-8) does tell:
+    qmem's own is valid, so that folder is not qmem.
     """
     if not folder.is_dir():
         return None
-    manifest = read_json_file(folder / "package.json", MAX_SETUP_FILE_BYTES)
+    try:
+        manifest = read_json_file(folder / "package.json", MAX_SETUP_FILE_BYTES)
+    except UnreadableFile as exc:
+        if exc.reason in CONTENT_REASONS:
+            return None
+        raise
     if not isinstance(manifest, dict) or manifest.get("name") != "qmem":
         return None
     start = read_file_head(folder / "__init__.py", _VERSION_HEAD_BYTES)

@@ -39,7 +39,7 @@ from typing import Any
 
 from .errors import QmemError
 
-__all__ = ["MIB", "MAX_DIGITS", "REASONS", "OversizedNumber", "UnreadableFile", "read_small_file",
+__all__ = ["MIB", "MAX_DIGITS", "REASONS", "CONTENT_REASONS", "OversizedNumber", "UnreadableFile", "read_small_file",
            "read_file_head", "decode_json", "read_json_file"]
 
 MIB = 1 << 20
@@ -50,6 +50,8 @@ MAX_DIGITS = 30
 #: duplicate-key).
 REASONS = ("not-regular", "dangling-link", "link-loop", "too-large", "io", "not-utf8", "not-json", "too-deep",
            "bad-number", "not-a-number", "duplicate-key")
+#: The reasons that are about what a regular file holds: it was read, and its bytes are not what was asked.
+CONTENT_REASONS = frozenset(REASONS[5:])
 
 
 @dataclass(frozen=True)

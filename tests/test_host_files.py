@@ -8,7 +8,8 @@ setup reads: pi's and Prime's ``settings.json``, a package's ``package.json``, a
 copy's ``package.json``, ``__init__.py`` and install marker, Hermes' ``config.yaml`` and
 qmem's ``installed.json``.  doctor names each unreadable one in one line (a problem where it
 hides what is at ``…/qmem``, a warning otherwise); install and uninstall refuse in one line
-naming it, exit 1 and change nothing.  No output carries a file's content or a traceback.
+naming it, exit 1 and change nothing.  A ``…/qmem/package.json`` that was read and is no JSON
+tells what is there: not qmem, left alone as any other folder.  No output carries a file's content or a traceback.
 """
 
 import hashlib
@@ -33,7 +34,9 @@ CONTENT = "CONTENT-9c2e-never-shown"  # in every bad document; no output may car
 #: Bad files that are refused wherever they are; then those refused where JSON is read.
 NOT_FILES = ("fifo", "dev-zero", "dangling-link", "link-loop", "directory")
 FILE_KINDS = (*NOT_FILES, "too-large")
-JSON_KINDS = (*FILE_KINDS, "deep-json", "nan", "not-utf8")
+#: Documents that were read and are no JSON: at ``…/qmem/package.json`` they say "not qmem" (qmem's own is valid).
+CONTENT_KINDS = ("deep-json", "nan", "not-utf8")
+JSON_KINDS = (*FILE_KINDS, *CONTENT_KINDS)
 KINDS = (*JSON_KINDS, "huge-int")  # a 10,000-digit integer is a value, not a refusal: it is ignored
 
 #: kind -> the words its line must have.
@@ -163,7 +166,7 @@ class DoctorTests(HostFilesTestCase):
                 "pi settings": (home / ".pi" / "agent" / "settings.json", b'{"packages": []}', JSON_KINDS),
                 "pi __init__": (home / ".pi" / "agent" / "extensions" / "qmem" / "__init__.py", None, NOT_FILES),
                 "prime manifest": (home / ".prime" / "agent" / "extensions" / "qmem" / "package.json",
-                                   (PACKAGE / "package.json").read_bytes(), JSON_KINDS),
+                                   (PACKAGE / "package.json").read_bytes(), FILE_KINDS),
                 "package manifest": (home / "pkg" / "package.json", (REPO / "package.json").read_bytes(), JSON_KINDS),
                 "hermes config": (home / ".hermes" / "config.yaml", b"plugins:\n  enabled:\n    - qmem\n", FILE_KINDS),
                 "install record": (home / ".local" / "share" / "qmem" / "installed.json",
@@ -186,7 +189,7 @@ class DoctorTests(HostFilesTestCase):
                 self.assertClean(text)
                 self.assertClean(document)
                 self.assertEqual(after, before)  # doctor reads only
-                refused = kind in JSON_KINDS
+                refused = kind in FILE_KINDS  # what is at Prime's …/qmem cannot be told
                 self.assertEqual((text.code, document.code), (int(refused), int(refused)), text.stdout + text.stderr)
                 report = json.loads(document.stdout)
                 said = report["problems"] + report["warnings"]
@@ -201,7 +204,11 @@ class DoctorTests(HostFilesTestCase):
                         self.assertEqual((lines, entries), ([], []), what)
                 hidden = [entry for entry in report["problems"] if "cannot tell what is at" in entry]
                 self.assertEqual(len(hidden), (kind in NOT_FILES) + refused)  # pi's __init__.py, Prime's package.json
-                self.assertEqual(report["hosts"]["prime"]["kind"], "unreadable" if refused else "copy")
+                prime = report["hosts"]["prime"]
+                self.assertEqual(prime["kind"], "unreadable" if refused else "other" if kind in CONTENT_KINDS
+                                 else "copy")
+                if kind in CONTENT_KINDS:
+                    self.assertIn(f"prime: {prime['path']} is not qmem", report["warnings"])
 
     def test_package_sources_no_host_could_clone_or_find_are_passed_over(self):
         home = self.root / "home"
@@ -225,8 +232,16 @@ class InstallTests(HostFilesTestCase):
 
         for kind, runs in self.each_kind(scenario).items():
             with self.subTest(kind=kind):
-                if kind in JSON_KINDS:
+                if kind in FILE_KINDS:
                     self.assertBothRefused(runs, kind)
+                elif kind in CONTENT_KINDS:  # read, and not qmem's manifest: someone else's folder, left alone
+                    for run, words in ((runs.install, "already exists and is not qmem"),
+                                       (runs.uninstall, "is not qmem")):
+                        self.assertClean(run)
+                        self.assertEqual(run.code, 1, run.stdout + run.stderr)
+                        self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+                        self.assertIn(f"{runs.path.parent} {words}", run.stderr)
+                    self.assertEqual((runs.after_install, runs.after), (runs.before, runs.before))
                 else:  # readable: an older copy, updated then removed
                     self.assertBothRan(runs)
                     self.assertIn("qmem updated for Prime", runs.install.stdout)
