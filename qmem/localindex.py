@@ -451,6 +451,10 @@ class LocalIndex(IndexFile):
         with self.transaction() as conn:
             if not indexrows.is_held(conn, local_id, token):
                 return False
+            # A correction queued against this row while it was in flight marked it: the mark moves
+            # to the gateway's record, as a flush would move it (see indexrows.adopt_gateway_ids).
+            mark = conn.execute("SELECT superseded_by, supersede_reason FROM records WHERE local_id = ?",
+                                (local_id,)).fetchone()
             conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
             if gateway_id is None:
                 conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
@@ -459,6 +463,9 @@ class LocalIndex(IndexFile):
                     conn.execute(f"UPDATE records SET {column} = ? WHERE {column} = ?", (gateway_id, local_id))
             for obs in learned:
                 indexrows.learn_observation(conn, obs, now)
+            if gateway_id is not None and mark[0] is not None:
+                conn.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
+                             "WHERE id = ? AND superseded_by IS NULL", (*mark, gateway_id))
             return True
 
     def discard_held(self, local_id: str, token: str) -> bool:

@@ -173,6 +173,27 @@ class SettledTests(WriteAheadTestCase):
         self.assertSameRows(mine, self.old_path(result, "qmem_correct", target))
         self.assertEqual(len(rows(path)), 2)
 
+    def test_a_correction_queued_while_its_target_was_in_flight_keeps_it_hidden(self):
+        # The store is held at the gateway; meanwhile a correction of its local id is queued.
+        release = threading.Event()
+        self.addCleanup(release.set)
+        self.gateway.inject(Fault.delay_headers(release, path="/v1/memories", method="POST"))
+        rt = self.runtime()
+        stored = {}
+        worker = threading.Thread(target=lambda: stored.update(
+            result=qmem_store(rt, {"text": "Deploys are frozen on Thursdays", "project_id": "p"})))
+        worker.start()
+        self.assertTrue(self.gateway.wait_for_requests(1, timeout=60))
+        [held] = self.queue()["records"]
+        correction = qmem_correct(self.runtime(), {"text": TEXT, "project_id": "p", "supersedes_id": held["id"],
+                                                   "supersede_reason": "moved to Friday"}, queue_only=True)
+        release.set()
+        worker.join(timeout=60)
+        record_id = stored["result"].details["record"]["id"]
+        [target] = rows(self.index_path(), "id = ?", record_id)
+        self.assertEqual(target["superseded_by"], correction.details["record"]["id"])  # as any queued mark
+        self.assertEqual([r.id for r in rt.index.find("Deploys").records], [correction.details["record"]["id"]])
+
     def test_refused_duplicate_and_unqueueable_stores_leave_no_row(self):
         path = self.index_path()
         self.gateway.reject_texts.add("refused by the gateway")
