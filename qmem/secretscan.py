@@ -47,6 +47,7 @@ import codecs
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from .secretrules import RULES, Check, Rule
 
@@ -69,17 +70,24 @@ class Finding:
 @dataclass(frozen=True)
 class _CompiledRule:
     family: str
-    pattern: re.Pattern[str]
+    source: str   # the (verbose) pattern
     check: Check
     folded: bool  # the pattern runs over the lower-cased text
     needle: str   # text every match starts with, if any
     head: str     # a short pattern every match starts with, if any
 
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        # Compiled where first needed: a rule is tried only where its group's union found its
+        # head, so most texts need a few of them, and compiling all of them would cost every
+        # process that scans once (CLI stores, flushes) tens of milliseconds.
+        return re.compile(self.source, re.VERBOSE)
+
 
 def _compile(rule: Rule) -> _CompiledRule:
     needle = _leading_literal(rule.pattern) if rule.needle is None else rule.needle
     head = _head(rule.pattern) if rule.head is None else rule.head
-    return _CompiledRule(rule.family, re.compile(rule.pattern, re.VERBOSE), rule.check, rule.folded, needle, head)
+    return _CompiledRule(rule.family, rule.pattern, rule.check, rule.folded, needle, head)
 
 
 def _head(pattern: str) -> str:
