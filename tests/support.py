@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -18,12 +19,26 @@ SHARED = REPO.parent / "shared"
 _SCRUBBED_PREFIXES = ("QMEM_", "PI_QDRANT_MEMORY_", "XDG_", "PI_CODING_AGENT_DIR", "PRIME_AGENT_CODING_AGENT_DIR")
 
 
+@functools.lru_cache(maxsize=None)
+def compile_qmem() -> None:
+    """Compile qmem's modules once for this run, where Python keeps them (``qmem/__pycache__``).
+
+    Children never write bytecode (``PYTHONDONTWRITEBYTECODE``: nothing lands in a HOME, an
+    installed copy or a project), so without this each of the suite's hundreds of processes
+    would compile every module it imports.  It is what any first run of qmem leaves, and git
+    ignores it.  A checkout that cannot be written only makes the children slower.
+    """
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "qmem")],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False)
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     """The current environment minus qmem's and XDG variables, with HOME = ``home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env["HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    compile_qmem()
     env.update(extra)
     return env
 
