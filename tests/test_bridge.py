@@ -190,14 +190,19 @@ class ShutdownWithWritesTests(GatewayTestCase):
         keys = [p.header("idempotency-key") for p in self.gateway.requests_to("/v1/memories", "POST")]
         self.assertEqual(len(set(keys)), len(texts))  # a re-send used the key its first attempt had
 
-    def test_a_write_not_yet_started_is_queued_at_once_and_the_running_ones_finish(self):
+    def one_store_more_than_workers_then_shutdown(self):
+        """Every worker busy with a held store, one store more, then ``shutdown``: the texts, and
+        the answer to that last store (given while the running ones are still held)."""
         texts = [f"written at shutdown {n}" for n in range(self.WORKERS + 1)]
         for n, text in enumerate(texts, 1):
             if n == len(texts):
                 self.assertTrue(self.gateway.wait_for_requests(self.WORKERS, timeout=60))  # every worker is busy
             self.store(n, text)
         self.bridge.send({"id": "bye", "method": "shutdown"})
-        waiting = self.bridge.answer(len(texts))  # answered while the running ones are still held
+        return texts, self.bridge.answer(len(texts))
+
+    def test_a_write_not_yet_started_is_queued_at_once_and_the_running_ones_finish(self):
+        texts, waiting = self.one_store_more_than_workers_then_shutdown()
         self.assertEqual(waiting["result"]["details"]["gateway"], {"error": "not_contacted"})
         self.assertTrue(waiting["result"]["content"][0]["text"].startswith("Queued locally as local-"))
         self.assertEqual(self.gateway.live_records(), [])
@@ -216,13 +221,7 @@ class ShutdownWithWritesTests(GatewayTestCase):
         self.bridge.proc.wait(timeout=60)
         self.configure(connectTimeoutMs=600_000, timeoutMs=600_000, offlineQueue=False)
         self.bridge = BridgeTests.start(self)
-        texts = [f"written at shutdown {n}" for n in range(self.WORKERS + 1)]
-        for n, text in enumerate(texts, 1):
-            if n == len(texts):
-                self.assertTrue(self.gateway.wait_for_requests(self.WORKERS, timeout=60))  # every worker is busy
-            self.store(n, text)
-        self.bridge.send({"id": "bye", "method": "shutdown"})
-        refused = self.bridge.answer(len(texts))
+        texts, refused = self.one_store_more_than_workers_then_shutdown()
         self.assertEqual(refused["error"]["message"], "not stored: the session was ending and offlineQueue is off")
         self.release.set()
         list(iter(self.bridge.next, None))
