@@ -182,9 +182,10 @@ LOADER = textwrap.dedent("""
            "definitions": sorted(d["function"]["name"] for d in registry.get_definitions(
                {"qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get", "memory_search"})),
            "toolset": sorted(registry.get_tool_names_for_toolset("qmem"))}
-    out["store"] = registry.dispatch("qmem_store", {"text": "stored through hermes", "project_id": "hermes"},
+    text = sys.argv[1]
+    out["store"] = registry.dispatch("qmem_store", {"text": text, "project_id": "hermes"},
                                      task_id="t1", session_id="s1", user_task="u")
-    out["search"] = registry.dispatch("qmem_search", {"query": "stored through hermes"}, task_id="t1", session_id="s1")
+    out["search"] = registry.dispatch("qmem_search", {"query": text}, task_id="t1", session_id="s1")
     out["command"] = hp.resolve_plugin_command_result(hp.get_plugin_command_handler("qmem:local")("find hermes"))
     out["pi_adapter_loaded"] = sorted(m for m in sys.modules if m.endswith((".bridge", ".mcp")) and "qmem" in m)
     from tools.skills_tool import skill_view
@@ -200,17 +201,27 @@ class HermesLoaderTests(GatewayTestCase):
             self.skipTest(reason)
         super().setUp()
 
-    def test_loaded_by_hermes_own_loader(self):
-        hermes_home = self.home / "hermes"
-        shutil.copytree(REPO / "qmem", hermes_home / "plugins" / "qmem",
-                        ignore=lambda d, names: [n for n in names if n == "__pycache__"])
-        (hermes_home / "config.yaml").write_text("plugins:\n  enabled: [qmem]\n")
+    def test_installed_by_the_cli_and_loaded_by_hermes_own_loader(self):
+        # As the README installs it: `install hermes` (a link, enabled in config.yaml) and its --copy;
+        # Hermes is started in a project, never in the checkout.
+        for form in ((), ("--copy",)):
+            with self.subTest(install=form):
+                self.assertLoaded(self.home / f"hermes{len(form)}", form)
+
+    def assertLoaded(self, hermes_home, form):
+        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "hermes", *form],
+                                   capture_output=True, text=True, env=env, cwd=self.home, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        self.assertEqual((hermes_home / "plugins" / "qmem").is_symlink(), not form)
+        project = self.home / "work" / f"project{len(form)}"
+        (project / ".git").mkdir(parents=True)
         script = self.home / "loader.py"
         script.write_text(LOADER)
-        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
         env.pop("PYTHONPATH")  # Hermes imports the folder itself, as hermes_plugins.qmem
-        proc = subprocess.run([str(self.python), str(script)], capture_output=True, text=True, env=env,
-                              cwd=self.home, timeout=300)
+        text = f"stored through hermes, installed {' '.join(form) or 'as a link'}"
+        proc = subprocess.run([str(self.python), str(script), text], capture_output=True, text=True, env=env,
+                              cwd=project, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         out = json.loads(proc.stdout.strip().splitlines()[-1])
         self.assertEqual((out["info"]["enabled"], out["info"]["kind"], out["info"]["error"]),
@@ -222,26 +233,10 @@ class HermesLoaderTests(GatewayTestCase):
         self.assertEqual(out["definitions"], ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
         self.assertEqual(out["toolset"], out["definitions"])
         self.assertTrue(json.loads(out["store"])["details"]["shared"])
-        self.assertEqual(self.gateway.count_by_text(), {"stored through hermes": 1})
-        self.assertEqual(json.loads(out["search"])["details"]["results"][0]["text"], "stored through hermes")
-        self.assertIn("stored through hermes", out["command"])
+        self.assertEqual(self.gateway.count_by_text()[text], 1)
+        self.assertEqual(json.loads(out["search"])["details"]["results"][0]["text"], text)
+        self.assertIn(text, out["command"])
         self.assertEqual(out["pi_adapter_loaded"], [])
-
-    def test_installed_and_enabled_by_the_cli(self):
-        hermes_home = self.home / "hermes"
-        env = dict(self.env, HERMES_HOME=str(hermes_home), TIRITH_ENABLED="0")
-        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "hermes"], capture_output=True,
-                                   text=True, env=env, cwd=self.home, timeout=60)
-        self.assertEqual(installed.returncode, 0, installed.stderr)
-        script = self.home / "loader.py"
-        script.write_text(LOADER)
-        env.pop("PYTHONPATH")
-        proc = subprocess.run([str(self.python), str(script)], capture_output=True, text=True, env=env,
-                              cwd=self.home, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-        self.assertEqual((out["info"]["enabled"], out["info"]["error"]), (True, None))  # a link, loaded as is
-        self.assertTrue(json.loads(out["store"])["details"]["shared"])
 
     def test_the_pinned_version_is_the_one_tested(self):
         proc = subprocess.run([str(self.python), "-c", "import importlib.metadata as m; "
