@@ -31,7 +31,6 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import __version__, hostsetup, installrecord
@@ -64,17 +63,10 @@ def _bridge_python(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _version(folder: Path) -> str | None:
-    try:
-        return hostsetup.qmem_version(folder)
-    except UnreadableFile:  # it was read a moment ago, to list the package: changed since
-        return None
-
-
 def _package_report(host: str, package: Package, env: Mapping[str, str]) -> dict[str, Any]:
     evidence = installed_evidence(host, package.extension / "index.js", package.root)  # baseDir: the package
     return {"source": package.source, "path": str(package.root), "extension": str(package.extension),
-            "version": _version(package.extension),
+            "version": package.version,
             "unloadable": hostsetup.unloadable(host, package.extension),
             "identified_as": identify_host(evidence, env)}
 

@@ -37,6 +37,7 @@ class Package:
     source: str  # as written in settings.json
     root: Path  # the package directory the host reads
     extension: Path  # the qmem folder its manifest names
+    version: str  # the qmem version found there (what ``qmem_version`` answered)
 
 
 @dataclass
@@ -85,7 +86,8 @@ def _manifest_extensions(root: Path) -> list[Path]:
     return found
 
 
-def _qmem_extension(root: Path, is_qmem: Callable[[Path], object], scan: PackageScan) -> Path | None:
+def _qmem_extension(root: Path, qmem_version: Callable[[Path], str | None],
+                    scan: PackageScan) -> tuple[Path, str] | None:
     try:
         folders = _manifest_extensions(root)
     except UnreadableFile as exc:
@@ -93,17 +95,21 @@ def _qmem_extension(root: Path, is_qmem: Callable[[Path], object], scan: Package
         return None
     for folder in folders:
         try:
-            if is_qmem(folder):
-                return folder
+            version = qmem_version(folder)
         except UnreadableFile as exc:
             scan.unread.append(exc)
+            continue
+        if version:
+            return folder, version
     return None
 
 
-def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callable[[Path], object]) -> PackageScan:
-    """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``is_qmem`` accepts.
+def installed_packages(agent_dir: Path, env: Mapping[str, str],
+                       qmem_version: Callable[[Path], str | None]) -> PackageScan:
+    """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``qmem_version`` finds a
+    version in (None: not qmem).
 
-    ``is_qmem`` may raise :class:`UnreadableFile`; that file joins the scan's ``unread``.
+    ``qmem_version`` may raise :class:`UnreadableFile`; that file joins the scan's ``unread``.
     """
     scan = PackageScan()
     try:
@@ -125,7 +131,7 @@ def installed_packages(agent_dir: Path, env: Mapping[str, str], is_qmem: Callabl
             root = Path(os.path.normpath(root))
         if root is None or not root.is_dir():
             continue
-        extension = _qmem_extension(root, is_qmem, scan)
-        if extension is not None:
-            scan.packages.append(Package(source, root, extension))
+        found = _qmem_extension(root, qmem_version, scan)
+        if found is not None:
+            scan.packages.append(Package(source, root, *found))
     return scan
