@@ -158,10 +158,14 @@ def _marker_files(folder: Path) -> set[str]:
     return {name for name in files if isinstance(name, str)} if isinstance(files, list) else set()
 
 
-def _unknown_files(folder: Path) -> list[str]:
-    """Files in a qmem copy that are neither this package's nor listed by its install marker (raises
-    UnreadableFile)."""
-    known = set(_files(package_dir())) | _marker_files(folder) | {COPY_MARKER}
+def _unknown_files(folder: Path, verb: str, host: str) -> list[str]:
+    """Files in a qmem copy that are neither this package's nor listed by its install marker; a
+    marker that cannot be read stops ``verb`` (SetupError)."""
+    try:
+        marked = _marker_files(folder)
+    except UnreadableFile as exc:
+        raise _unreadable(verb, host, exc.message) from None
+    known = set(_files(package_dir())) | marked | {COPY_MARKER}
     return [name for name in _files(folder) if name not in known]
 
 
@@ -404,10 +408,7 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
             elif _same_content(path, source):
                 result.action = "unchanged"
             else:
-                try:
-                    unknown = _unknown_files(path)
-                except UnreadableFile as exc:
-                    raise _unreadable("update", host, exc.message) from None
+                unknown = _unknown_files(path, "update", host)
                 if unknown:
                     raise SetupError(f"{path} holds a copy of qmem with files qmem does not know "
                                      f"({', '.join(unknown[:3])}); move them away first")
@@ -465,10 +466,7 @@ def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:
             os.unlink(path)
             result.mode = "link"
         elif found.kind == "copy":
-            try:
-                unknown = _unknown_files(path)
-            except UnreadableFile as exc:
-                raise _unreadable("uninstall", host, exc.message) from None
+            unknown = _unknown_files(path, "uninstall", host)
             if unknown:
                 raise SetupError(f"{path} holds files qmem does not know ({', '.join(unknown[:3])}); "
                                  f"nothing was removed")
