@@ -14,8 +14,9 @@ Promises:
   The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row leaves the
   outbox, since it never waited, references to its local id follow the gateway id, and the
   index holds what a store that was never queued leaves), refused or not to be kept
-  (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A process that dies before it settles leaves a pending
-  row held by a gone process: the next flush takes it over and sends it under the same key.
+  (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A
+  process that dies before it settles leaves a pending row held by a gone process: the next
+  flush takes it over and sends it under the same key.
 * :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
   are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
   whose process on this machine is gone, may be claimed again; that re-send is safe
