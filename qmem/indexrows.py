@@ -24,7 +24,7 @@ from .records import is_local_id
 __all__ = [
     "RECORD_COLUMNS_SQL", "row_to_record", "record_values", "set_meta", "record_by_id", "insert_record",
     "update_record", "learn_observation", "insert_queued", "queue_counts", "mark_target", "is_held",
-    "queued_by_local_id", "adopt_gateway_ids",
+    "remove_queued", "queued_by_local_id", "adopt_gateway_ids",
 ]
 
 #: The SELECT list that :func:`row_to_record` reads.
@@ -113,6 +113,17 @@ def is_held(conn: sqlite3.Connection, local_id: str, token: str) -> bool:
     until another claims it, it is as its holder left it)."""
     return conn.execute("SELECT 1 FROM records WHERE local_id = ? AND state = 'pending' AND claim_token = ?",
                         (local_id, token)).fetchone() is not None
+
+
+def remove_queued(conn: sqlite3.Connection, local_id: str, successor: str | None) -> None:
+    """Delete the outbox row ``local_id``; references to it follow ``successor`` (the gateway id it
+    was accepted as), or, with None, a target it marked superseded is current again."""
+    conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
+    if successor is None:
+        conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
+        return
+    for column in ("supersedes_id", "superseded_by"):
+        conn.execute(f"UPDATE records SET {column} = ? WHERE {column} = ?", (successor, local_id))
 
 
 def queued_by_local_id(conn: sqlite3.Connection, local_id: str) -> Record:

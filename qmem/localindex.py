@@ -455,12 +455,7 @@ class LocalIndex(IndexFile):
             # to the gateway's record, as a flush would move it (see indexrows.adopt_gateway_ids).
             mark = conn.execute("SELECT superseded_by, supersede_reason FROM records WHERE local_id = ?",
                                 (local_id,)).fetchone()
-            conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
-            if gateway_id is None:
-                conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
-            else:
-                for column in ("supersedes_id", "superseded_by"):
-                    conn.execute(f"UPDATE records SET {column} = ? WHERE {column} = ?", (gateway_id, local_id))
+            indexrows.remove_queued(conn, local_id, gateway_id)
             for obs in learned:
                 indexrows.learn_observation(conn, obs, now)
             if gateway_id is not None and mark[0] is not None:
@@ -475,8 +470,7 @@ class LocalIndex(IndexFile):
         with self.transaction() as conn:
             if not indexrows.is_held(conn, local_id, token):
                 return False
-            conn.execute("DELETE FROM records WHERE local_id = ?", (local_id,))
-            conn.execute("UPDATE records SET superseded_by = NULL WHERE superseded_by = ?", (local_id,))
+            indexrows.remove_queued(conn, local_id, None)
             return True
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
