@@ -125,10 +125,7 @@ class _Request:
     def runs_at_shutdown(self) -> bool:
         """A ping (instant) or a write (queued locally, never sent, when it starts after the
         bridge began closing: its data would be lost otherwise): run even when closing."""
-        return self.method == "ping" or self.writes()
-
-    def writes(self) -> bool:
-        return self.method == "tool" and self.params.get("name") in WRITE_TOOLS
+        return self.method == "ping" or (self.method == "tool" and self.params.get("name") in WRITE_TOOLS)
 
 
 class Bridge:
