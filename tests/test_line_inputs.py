@@ -174,7 +174,6 @@ class DrainTests(LineTestCase):
         shared = [text for i, text in enumerate(texts) if answers[i]["result"]["details"]["shared"]]
         queued = [text for i, text in enumerate(texts) if answers[i]["result"]["details"].get("queued")]
         self.assertEqual(sorted(shared + queued), sorted(texts))
-        self.assertGreaterEqual(len(shared), 1)  # the first store had started before the shutdown was read
         self.assertEqual(self.stored_texts(texts), dict.fromkeys(texts, 1))
         sent = self.gateway.count_by_text()  # the shared ones, and what the session's flush sent of the rest
         self.assertLessEqual(set(shared), set(sent))
