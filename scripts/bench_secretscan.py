@@ -12,6 +12,9 @@ Prints, on the corpus (``tests/corpora/secrets/*.jsonl`` by default; each line
     README, repeated to --size-mb), beside a baseline measured in the same run on the same text
     -- one trivial regular-expression pass, ``re.finditer(r"\\w+", text)`` -- and the ratio
     scan/baseline (medians of --runs runs);
+  * the first use in a fresh process: importing the scanner and scanning one short text, in ms
+    (what a CLI store, a flush or a session's first prompt pays once), beside importing ``json``
+    and encoding one value, timed inside the same processes, interleaved (medians of 10 each);
   * growth on hostile input (the inputs of tests/test_secretscan.py's backtracking tests): the
     scan's time per character on a text about ten times as long over that on the text -- 1.0 for
     a linear scan, 10 for a quadratic one -- beside the same figure for a baseline that does the
@@ -29,8 +32,10 @@ import collections
 import gc
 import importlib.util
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -134,6 +139,34 @@ def throughput(scan, cases: list[dict], size_mb: float, runs: int) -> None:
     print(f"  per corpus text (avg {sum(map(len, small)) / len(small):.0f} chars): {per_text * 1e6:.1f} µs")
 
 
+FIRST_USE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+started = time.perf_counter()
+if sys.argv[2] == "scan":
+    from qmem.secretscan import scan
+    scan("deploys of the billing service use blue-green switching since March")
+else:
+    import json
+    json.dumps({"deploys": "blue-green"})
+print((time.perf_counter() - started) * 1000)
+"""
+
+
+def first_use(checkout: Path, rounds: int = 10) -> None:
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    times: dict[str, list[float]] = {"scan": [], "json": []}
+    for round_number in range(rounds + 1):  # the first round writes the byte-code caches and is not counted
+        for kind in times:
+            done = subprocess.run([sys.executable, "-c", FIRST_USE, str(checkout), kind], capture_output=True,
+                                  text=True, check=True, env=env)
+            if round_number:
+                times[kind].append(float(done.stdout))
+    scan_ms, json_ms = statistics.median(times["scan"]), statistics.median(times["json"])
+    print(f"\nfirst use in a fresh process (medians of {rounds}, interleaved): import and one short scan "
+          f"{scan_ms:.1f} ms; import json and one dumps {json_ms:.1f} ms; ratio {scan_ms / json_ms:.1f}")
+
+
 def timed(run) -> float:
     started = time.perf_counter()
     run()
@@ -218,6 +251,8 @@ def main() -> None:
     cases = load_corpus(args.corpus)
     quality(scan, cases)
     throughput(scan, cases, args.size_mb, args.runs)
+    if args.module is None or Path(args.module).is_dir():
+        first_use(REPO if args.module is None else Path(args.module))
     if args.growth_runs > 0:
         growth(scan, args.growth_runs)
 

@@ -10,6 +10,9 @@ order), and prints p50 and p90 of each:
   * ``raw``: a ``python -c`` that runs the raw FTS5 query ``SELECT rowid FROM records_fts WHERE
     records_fts MATCH ? ORDER BY rank LIMIT 10`` with find's final MATCH expression for the same
     words, fetches those rows' text and prints it (the floor under find);
+  * ``floor``: ``raw`` preceded by importing every standard-library module ``find`` loads (found
+    once, from ``sys.modules`` after a find): what is left of find / raw above floor / raw is
+    qmem's own work;
   * ``pass``: ``python -c pass`` (the interpreter alone);
   * ``mcp``: the MCP server started as ``mcp-config`` writes it, to its ``initialize`` answer and
     to its ``tools/list`` answer;
@@ -79,6 +82,42 @@ def final_matches(database: Path, queries: list[str]) -> list[str]:
             assert timed.last_match is not None
             finals.append(timed.last_match)
     return finals
+
+
+#: Runs a find in-process and prints the modules it left loaded, one per line, on stderr.
+LOADED_BY_FIND = """
+import runpy, sys
+sys.argv = ["qmem.local", "find", "--", *sys.argv[1:]]
+try:
+    runpy.run_module("qmem.local", run_name="__main__")
+except SystemExit:
+    pass
+sys.stderr.write("\\n".join(sys.modules))
+"""
+
+#: Imports each module named on stdin that can be imported alone; prints those, one per line.
+IMPORTABLE = """
+import importlib, sys
+for name in sys.stdin.read().split():
+    try:
+        importlib.import_module(name)
+    except Exception:
+        continue
+    print(name)
+"""
+
+
+def stdlib_floor(env: dict[str, str], cwd: Path, query: str) -> str:
+    """A ``python -c`` script importing the standard-library modules a find loads that a bare
+    interpreter does not, then running :data:`RAW`."""
+    def modules(argv: list[str], stdin: str = "") -> list[str]:
+        done = subprocess.run(argv, env=env, cwd=cwd, input=stdin, capture_output=True, text=True, check=True)
+        return (done.stderr or done.stdout).split()
+
+    bare = set(modules([*PYTHON, "-c", "import sys; sys.stderr.write(chr(10).join(sys.modules))"]))
+    wanted = [name for name in modules([*PYTHON, "-c", LOADED_BY_FIND, *query.split()])
+              if name not in bare and name.split(".")[0] != "qmem" and name != "__main__"]
+    return f"import {', '.join(modules([*PYTHON, '-c', IMPORTABLE], ' '.join(wanted)))}\n{RAW}"
 
 
 #: The interpreter and its flags for every process started (``--no-site`` adds ``-S``).
@@ -166,8 +205,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--kinds", default="find,raw,pass,mcp,bridge",
-                        help="which processes to time, comma-separated (default: all five)")
+    parser.add_argument("--kinds", default="find,raw,floor,pass,mcp,bridge",
+                        help="which processes to time, comma-separated (default: all six)")
     parser.add_argument("--no-site", action="store_true", help="start every process with -S (see above)")
     args = parser.parse_args()
     if args.no_site:
@@ -197,6 +236,11 @@ def main() -> None:
         def raw(i: int) -> dict[str, float]:
             return {"raw": run_process([*PYTHON, "-c", RAW, str(database), finals[i]], env, project)}
 
+        floor_script = stdlib_floor(env, project, queries[0])
+
+        def floor(i: int) -> dict[str, float]:
+            return {"floor": run_process([*PYTHON, "-c", floor_script, str(database), finals[i]], env, project)}
+
         def bare(i: int) -> dict[str, float]:
             return {"pass": run_process([*PYTHON, "-c", "pass"], env, project)}
 
@@ -209,8 +253,8 @@ def main() -> None:
             return {"bridge ready": ready, "bridge session_start": started}
 
         chosen = args.kinds.split(",")
-        kinds = [kind for name, kind in (("find", find), ("raw", raw), ("pass", bare), ("mcp", mcp),
-                                         ("bridge", bridge)) if name in chosen]
+        kinds = [kind for name, kind in (("find", find), ("raw", raw), ("floor", floor), ("pass", bare),
+                                         ("mcp", mcp), ("bridge", bridge)) if name in chosen]
         for i, kind in enumerate(kinds):  # warm-up: byte-code caches, the page cache
             kind(i)
         samples: dict[str, list[float]] = {}
@@ -230,6 +274,8 @@ def main() -> None:
     print(f"  find / raw                 {p50['find'] / p50['raw']:.2f}x   (target <= 1.5x)")
     print(f"  find / pass                {p50['find'] / p50['pass']:.2f}x")
     print(f"  raw / pass                 {p50['raw'] / p50['pass']:.2f}x")
+    if "floor" in p50:
+        print(f"  floor / raw                {p50['floor'] / p50['raw']:.2f}x   (the stdlib find loads, then raw)")
     for name in ("mcp initialize", "mcp tools/list", "bridge ready", "bridge session_start"):
         if name not in p50:
             continue
