@@ -37,18 +37,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .clients.gateway import GatewayClient, GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
-from .gateway import GatewayClient, GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
-from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.record import Observation, Record, observation_from_record, utc_now
+from .localdb.search import FindResult
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
 )
 from .runtime import Runtime
 
-__all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
-           "score_label", "render_record", "Currency", "TOOLS", "QUEUED_NOT_SHARED"]
+__all__ = ["qmem_store", "TOOLS"]
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50

@@ -25,15 +25,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .clients.gateway import (
+    GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, GatewayUnavailable,
+)
 from .errors import QmemError
-from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
-    GatewayUnavailable
-from .indexrecord import Observation, Record, observation_from_record
-from .outbox import Outbox, Outcome, UnknownLocalRecord
+from .localdb.outbox import Outbox, UnknownLocalRecord
+from .localdb.record import Outcome
+from .localdb.record import Observation, Record, observation_from_record
 from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
 
-__all__ = ["flush", "enrich", "pull", "FlushReport", "EnrichReport", "PullReport", "require_gateway"]
+__all__ = ["flush", "enrich", "pull"]
 
 EXPORT_CURSOR_KEY = "export_cursor"
 

@@ -9,27 +9,16 @@ import unicodedata
 import unittest
 from array import array
 
-from qmem.adminqdrant import NON_FINITE, parse_page
-from qmem.canonjson import canonical_bytes
-from qmem.errors import InputError
-from qmem.hermesimport import (
-    Accepted,
-    Rejected,
-    Skipped,
-    decode_vector,
-    destination_point_id,
-    normalize_point,
-    parse_source_id,
+from qmem.curation.canonjson import canonical_bytes
+from qmem.curation.hermespoint import (
+    Accepted, Rejected, Skipped, decode_vector, destination_point_id, normalize_point, parse_source_id,
 )
-from qmem.hermesimportplan import (
-    ImportReport,
-    PlanInputs,
-    PlanManifest,
-    compatibility_problems,
-    endpoint_identity,
-    manifest_document,
+from qmem.curation.plan import (
+    ImportReport, PlanInputs, PlanManifest, compatibility_problems, endpoint_identity, manifest_document,
     validate_source_url,
 )
+from qmem.curation.qdrant import NON_FINITE, parse_page
+from qmem.errors import InputError
 from qmem.recall import is_eligible
 
 DIM = 4

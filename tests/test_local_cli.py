@@ -278,7 +278,7 @@ class ProgressTests(TempHomeTestCase):
     def test_only_on_a_terminal_and_only_when_long(self):
         import io
 
-        from qmem.cli import Progress
+        from qmem.cli.frontend import Progress
 
         class Terminal(io.StringIO):
             def isatty(self):

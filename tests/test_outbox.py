@@ -2,9 +2,9 @@ import subprocess
 import sys
 import textwrap
 
-from qmem.indexrecord import Observation
+from qmem.localdb.outbox import Outbox, Outcome
+from qmem.localdb.record import Observation
 from qmem.localindex import LocalIndex
-from qmem.outbox import Outbox, Outcome
 from qmem.records import NewRecord, is_local_id
 
 from .support import REPO, TempHomeTestCase
@@ -51,7 +51,7 @@ class OutboxTests(TempHomeTestCase):
         script = textwrap.dedent(f"""
             import os
             from qmem.localindex import LocalIndex
-            from qmem.outbox import Outbox, Outcome
+            from qmem.localdb.outbox import Outbox, Outcome
             index = LocalIndex({str(self.path)!r})
             assert len(Outbox(index).claim_batch(5, lease_seconds=3600)) == 1
             os._exit(0)  # dies holding a one-hour claim

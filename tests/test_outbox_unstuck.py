@@ -13,8 +13,8 @@ import sys
 import threading
 
 from qmem.diagnostics import SENTENCES, Warnings
-from qmem.outbox import UNKNOWN_LOCAL_TARGET
-from qmem.plugin import PluginSession
+from qmem.hosts.session import PluginSession
+from qmem.localdb.outbox import UNKNOWN_LOCAL_TARGET
 from qmem.records import NewRecord
 from qmem.store import ToolError, qmem_correct, qmem_store
 from qmem.sync import flush

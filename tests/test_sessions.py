@@ -2,9 +2,9 @@ import json
 import os
 
 from qmem.errors import LocalIndexError
+from qmem.localdb.outbox import Outbox
+from qmem.localdb.sessionimport import SessionImporter, learned_from_call, session_roots
 from qmem.localindex import LocalIndex
-from qmem.outbox import Outbox
-from qmem.sessions import SessionImporter, learned_from_call, session_roots
 
 from .sessionfiles import SessionFile
 from .support import TempHomeTestCase

@@ -8,9 +8,9 @@ import sys
 import threading
 import unittest
 
-from qmem import transport
-from qmem.transport import HttpClient, TransportError
-from qmem.waitline import WaitLine
+from qmem.clients import transport
+from qmem.clients.progressline import WaitLine
+from qmem.clients.transport import HttpClient, TransportError
 
 from .fakes import FakeGateway, Fault, refused_url
 from .support import GatewayTestCase
