@@ -53,13 +53,11 @@ from .cli.frontend import (  # noqa: E402
     EXIT_ERROR, EXIT_USAGE, HelpRequested, Outcome, UsageError, emit, error_outcome, to_json_text,
     undecodable_argument, wants_json,
 )
-from .clients.progressline import WaitLine, set_wait_observer  # noqa: E402
-from .curation.args import PROG, ImportRequest, build_parser  # noqa: E402
+from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
+from .curation.args import PROG, build_parser  # noqa: E402
 from .curation.context import AdminContext  # noqa: E402
-from .curation.create import INDEXED_FIELDS, InitMismatch, layout_problems, run_init  # noqa: E402
-from .curation.importrun import (  # noqa: E402
-    BatchFailure, PlanMismatch, PointSpool, page_size_for, read_source, run_import, write_points,
-)
+from .curation.create import InitMismatch, run_init  # noqa: E402
+from .curation.importrun import BatchFailure, PlanMismatch, run_import  # noqa: E402
 from .curation.status import StatusProblems, run_status  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .runtime import Runtime  # noqa: E402
@@ -122,7 +120,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
 
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr.isatty():
-        set_wait_observer(WaitLine(sys.stderr))
+        set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

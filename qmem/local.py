@@ -36,7 +36,7 @@ from .cli.frontend import (  # noqa: E402
 )
 from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
 from .cli.localrender import render_find, render_import, render_queue, render_retried, render_status  # noqa: E402
-from .clients.progressline import WaitLine, set_wait_observer  # noqa: E402
+from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
 from .localdb.lexical import query_terms  # noqa: E402
 from .localdb.outbox import QUEUE_LIMIT  # noqa: E402
@@ -337,7 +337,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
 
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr.isatty():  # one line while waiting on the network; never through a host's /qmem:local
-        set_wait_observer(WaitLine(sys.stderr))
+        set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

@@ -38,14 +38,11 @@ from typing import Any
 from .errors import InputError
 from .localdb import rows as indexrows
 from .localdb.file import IndexFile
-from .localdb.lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
 from .localdb.record import (
-    RECORD_COLUMNS, STATES, Observation, Outcome, Record, content_hash, merge_observation, observation_from_record,
-    storable_text, this_machine, utc_now,
+    RECORD_COLUMNS, Observation, Outcome, Record, content_hash, merge_observation, storable_text, utc_now,
 )
 from .localdb.rows import RECORD_COLUMNS_SQL, row_to_record
-from .localdb.schema import APPLICATION_ID, SCHEMA_VERSION
-from .localdb.search import MAX_FIND_LIMIT, FindResult, find_terms, ranked
+from .localdb.search import FindResult, find_terms, ranked
 
 __all__ = ["LocalIndex", "IndexStatus", "ImportedFile"]
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from qmem.localindex import SCHEMA_VERSION
+from qmem.localdb.schema import SCHEMA_VERSION
 
 from .fakes import FakeGateway, refused_url
 from .sessionfiles import SessionFile

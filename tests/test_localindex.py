@@ -487,7 +487,8 @@ READER = r"""
 import json, sys
 from qmem import local
 from qmem.errors import LocalIndexError
-from qmem.localindex import LocalIndex, Observation
+from qmem.localdb.record import Observation
+from qmem.localindex import LocalIndex
 from qmem.localdb.outbox import Outbox
 
 index = LocalIndex(sys.argv[1])

@@ -15,6 +15,7 @@ import threading
 from qmem.diagnostics import SENTENCES, Warnings
 from qmem.hosts.session import PluginSession
 from qmem.localdb.outbox import UNKNOWN_LOCAL_TARGET
+from qmem.localdb.record import Outcome
 from qmem.records import NewRecord
 from qmem.store import ToolError, qmem_correct, qmem_store
 from qmem.sync import flush
@@ -341,7 +342,7 @@ class RetryTests(GatewayTestCase):
                                   "--json").stdout)["record"]["id"]
         rt = self.runtime()
         self.assertNotIn(old, [r.id for r in rt.index.find("fact").records])
-        rt.outbox.mark_failed(new, "422 refused")  # as a refused flush leaves it: the target is current again
+        rt.outbox.record_outcomes([Outcome.failed(new, "422 refused")])  # a refused flush leaves it so: the target is current again
         self.assertIn(old, [r.id for r in rt.index.find("fact").records])
         self.assertEqual(self.cli("queue", "retry", new).code, 0)
         self.assertNotIn(old, [r.id for r in rt.index.find("fact").records])

@@ -24,7 +24,7 @@ import unittest
 from collections.abc import Iterator
 from pathlib import Path
 
-from qmem.secretscan.engine import FAMILIES, Finding, describe, first_finding, redact, scan, scan_values
+from qmem.secretscan.engine import FAMILIES, Finding, describe, redact, scan, scan_values
 from qmem.secretscan.families import RULES
 from qmem.secretscan.seedphrase import WORD_LIST, is_seed_phrase, word_index, words
 
@@ -525,11 +525,10 @@ class ResultTests(unittest.TestCase):
         self.assertEqual([f.family for f in findings], ["credential-url"] * 3)
         self.assertEqual([text[f.start:f.end] for f in findings], ["pw-9x8y7z", "abc123def", "zz99yy88"])
 
-    def test_first_finding(self) -> None:
-        self.assertIsNone(first_finding("nothing to see"))
+    def test_findings_come_in_text_order(self) -> None:
+        self.assertEqual(scan("nothing to see"), [])
         text = f"password=hunter22 then {GITHUB}"
-        self.assertEqual(first_finding(text), scan(text)[0])
-        self.assertEqual(first_finding(text).family, "credential-assignment")
+        self.assertEqual([f.family for f in scan(text)], ["credential-assignment", "github-token"])
 
     def test_scan_values_scans_each_value_separately(self) -> None:
         values = ["fine", f"key {STRIPE}", "also fine", f"pw: x and {GITHUB}"]

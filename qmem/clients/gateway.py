@@ -147,6 +147,7 @@ class GatewayClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = HttpClient(url, connect_timeout=connect_timeout, body_timeout=timeout, headers=headers,
                                 service="Memory Gateway")
+        self._attempt_s = 2 * (connect_timeout + timeout)  # an attempt, with its one retry on a fresh connection
         self.breaker = breaker
         self.retries = retries
         self.max_retry_wait_s = max_retry_wait_s
@@ -154,6 +155,13 @@ class GatewayClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def lease_s(self, calls: int) -> float:
+        """How long to hold records that ``calls`` calls send, so that no flusher sends them meanwhile:
+        longer than those calls can take (every attempt timing out, and the waits between retries),
+        with 30 s to spare.  A holder that dies is taken over sooner (its process is gone)."""
+        longest_call = (self.retries + 1) * self._attempt_s + self.retries * self.max_retry_wait_s
+        return calls * longest_call + 30
 
     # -- the contract
 

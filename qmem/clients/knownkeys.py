@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config import CREDENTIAL_VARIABLES
+from ..errors import one_line
 
 __all__ = []
 
@@ -212,11 +213,6 @@ def known_keys(env: Mapping[str, str] | None = None, extra: Iterable[str | None]
     return _compiled(frozenset(values))
 
 
-def redact_known(text: str, env: Mapping[str, str] | None = None, extra: Iterable[str | None] = ()) -> str:
-    """``text`` without the credentials of ``env`` (default: the process environment) and ``extra``."""
-    return known_keys(env, extra).redact(text)
-
-
 def safe_server_text(text: str, limit: int, extra: Iterable[str | None] = (), *, data: bool = False) -> str:
     """Text a server sent, made fit to show and store: one line of at most ``limit`` characters
     with qmem's keys (and ``extra``) redacted by value and any other credential by shape.
@@ -224,4 +220,4 @@ def safe_server_text(text: str, limit: int, extra: Iterable[str | None] = (), *,
     from ..secretscan.engine import redact  # here, not at the top: the scanner only when a server's words are kept
 
     text = known_keys(extra=extra).redact(text[: limit * 4], short=not data)
-    return " ".join(redact(text).split())[:limit]
+    return one_line(redact(text), limit)

@@ -1,6 +1,6 @@
 """One progress line on a terminal while a command waits on the network.
 
-:class:`WaitLine` is a wait observer: a command line front end installs it with
+:class:`ProgressLine` is a wait observer: a command line front end installs it with
 :func:`set_wait_observer` when its stderr is a terminal, and :mod:`qmem.clients.transport` tells the
 installed observer (:func:`wait_observer`) about every request.  The slot is here, not in the
 transport, so that installing the line does not load the HTTP stack for a command that never
@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TextIO
 
-__all__ = ["WaitLine", "set_wait_observer"]
+__all__ = ["ProgressLine", "set_wait_observer"]
 
 QUIET_S = 1.0
 
 #: ``observer(service, timeout_s)`` -> a context manager around each request, or None.
-#: A CLI on a terminal installs :class:`WaitLine` to say what it waits for.
+#: A CLI on a terminal installs :class:`ProgressLine` to say what it waits for.
 WaitObserver = Callable[[str, float], AbstractContextManager[None]]
 _wait_observer: WaitObserver | None = None
 
@@ -45,7 +45,7 @@ def wait_observer() -> WaitObserver | None:
     return _wait_observer
 
 
-class WaitLine:
+class ProgressLine:
     def __init__(self, stream: TextIO, *, quiet_s: float = QUIET_S, every_s: float = 1.0) -> None:
         self._stream = stream
         self._quiet = quiet_s

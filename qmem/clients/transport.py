@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from ..errors import QmemError
+from ..errors import QmemError, one_line
 from .knownkeys import KnownKeys, known_keys
-from .progressline import set_wait_observer, wait_observer  # the observer's slot (still set from here too)
+from .progressline import wait_observer
 
 __all__ = ["HttpClient", "Response", "TransportError"]
 
@@ -108,7 +108,7 @@ class Response:
     def text(self, limit: int = 300) -> str:
         """The body as bounded, single-line, redacted text (for services that answer plain text)."""
         text = self.known.redact(self.body[: limit * 4].decode("utf-8", "replace"))
-        return " ".join(text.split())[:limit]
+        return one_line(text, limit)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None, cap: float = MAX_RETRY_AFTER_S) -> float | None:

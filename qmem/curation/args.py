@@ -21,7 +21,7 @@ from ..secretscan.engine import scan
 from .hermespoint import PROFILES
 from .plan import endpoint_identity, validate_source_url
 
-__all__ = ["PROG", "build_parser", "ImportRequest"]
+__all__ = ["PROG", "build_parser"]
 
 PROG = "qmem-admin"
 

@@ -17,7 +17,7 @@ from .context import AdminContext
 from .qdrant import AdminQdrantError, CollectionLayout
 from .render import render_init
 
-__all__ = ["INDEXED_FIELDS", "InitMismatch", "layout_problems", "run_init"]
+__all__ = ["InitMismatch", "run_init"]
 
 #: The keyword indexes ``init`` creates (DESIGN §7): what the recall filters match on.
 INDEXED_FIELDS = ("host", "status", "secret_scan", "project", "source_type")

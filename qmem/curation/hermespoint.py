@@ -297,12 +297,10 @@ def encode_vector(value: Any, dimension: int, *, distance: str) -> tuple[array, 
     return vector, base64.b64encode(raw.tobytes()).decode("ascii")
 
 
-def decode_vector(encoded: str) -> array:
-    """The float64 array a string from :func:`encode_vector` stands for."""
-    vector = array("d", base64.b64decode(encoded, validate=True))
-    if sys.byteorder != "little":
-        vector.byteswap()
-    return vector
+def destination_payload(payload: Mapping[str, Any], plan_id: str) -> dict[str, Any]:
+    """What a point's payload becomes at the destination: the mapped allowlist, stamped with the plan
+    that wrote it (the plan id is ``import_run_id``)."""
+    return {**payload, "import_run_id": plan_id}
 
 
 def destination_point_id(target_host: str, source_collection: str, source_id: str) -> str:
@@ -328,9 +326,6 @@ class Accepted:
         """The entry without its vector (see :class:`PlanManifest`)."""
         return {"point": {"id": self.point_id, "payload": self.payload}, "source_id": self.source_id,
                 "source_payload": self.source_payload}
-
-    def destination_payload(self, plan_id: str) -> dict[str, Any]:
-        return {**self.payload, "import_run_id": plan_id}
 
 
 @dataclass(frozen=True)

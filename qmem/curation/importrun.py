@@ -27,14 +27,12 @@ from ..errors import QmemError
 from .args import ImportRequest, import_request
 from .context import AdminContext
 from .create import layout_problems
-from .hermespoint import PROFILES, Accepted, normalize_point
+from .hermespoint import PROFILES, Accepted, destination_payload, normalize_point
 from .plan import ImportReport, PlanInputs, PlanManifest, compatibility_problems, endpoint_identity
 from .qdrant import AdminQdrant, AdminQdrantError, CollectionLayout, SourceProjection
 from .render import render_import
 
-__all__ = [
-    "PointSpool", "BatchFailure", "PlanMismatch", "page_size_for", "read_source", "write_points", "run_import",
-]
+__all__ = ["BatchFailure", "PlanMismatch", "run_import"]
 
 #: Accepted points stay in memory up to this size, then go to a private temporary file.
 SPOOL_MEMORY_BYTES = 16 * 1024 * 1024
@@ -55,8 +53,6 @@ class PointSpool:
 
     def __init__(self, max_memory: int = SPOOL_MEMORY_BYTES) -> None:
         self._file = tempfile.SpooledTemporaryFile(max_size=max_memory, mode="w+b")
-        self._max_memory = max_memory
-        self._bytes = 0
         self.count = 0
 
     def append(self, point: Accepted) -> None:
@@ -64,7 +60,6 @@ class PointSpool:
         vector = point.vector.tobytes()
         record = self._HEAD.pack(len(head), len(vector)) + head + vector
         self._file.write(record)
-        self._bytes += len(record)
         self.count += 1
 
     def batches(self, size: int) -> Iterator[list[tuple[str, dict[str, Any], list[float]]]]:
@@ -82,11 +77,6 @@ class PointSpool:
                 batch = []
         if batch:
             yield batch
-
-    @property
-    def on_disk(self) -> bool:
-        """Whether the points outgrew memory (SpooledTemporaryFile rolls over past ``max_size``)."""
-        return self._bytes > self._max_memory
 
     def fileno(self) -> int:
         """The descriptor of the temporary file (this moves a spool still in memory to disk)."""
@@ -195,7 +185,7 @@ def write_points(destination: AdminQdrant, spool: PointSpool, *, plan_id: str, v
     written = 0
     for number, batch in enumerate(spool.batches(batch_size), 1):
         points = [{"id": point_id, "vector": {vector_name: vector} if vector_name else vector,
-                   "payload": {**payload, "import_run_id": plan_id}} for point_id, payload, vector in batch]
+                   "payload": destination_payload(payload, plan_id)} for point_id, payload, vector in batch]
         try:
             destination.upsert(points)
         except AdminQdrantError as exc:

@@ -47,7 +47,7 @@ from ..config import validate_url
 from ..errors import ConfigError, InputError
 from ..secretscan.engine import scan
 from .canonjson import canonical_bytes
-from .hermespoint import MANIFEST_FORMAT, Accepted, Outcome, PlanInputs, Skipped
+from .hermespoint import Accepted, Outcome, PlanInputs, Skipped
 
 __all__ = []
 

@@ -82,6 +82,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..errors import one_line
 from ..records import normalize_text
 from .lookalikes import (
     CLOSE_BRACKETS, COMBINING_MARKS, EQUALS, GREATER_THAN, INVISIBLE, LESS_THAN, LINE_BREAKS, OPEN_BRACKETS,
@@ -303,9 +304,9 @@ def _without_leading_marks(line: str) -> str:
 def _collapse(text: str, *, single_line: bool) -> str:
     """One space between words, no line starting with a mark; in an excerpt, at most one blank line."""
     if single_line or "\n" not in text:
-        text = " ".join(text.split())
+        text = one_line(text)
         return _without_leading_marks(text) if text and not text[0].isascii() else text
-    lines = [" ".join(line.split()) for line in text.split("\n")]
+    lines = [one_line(line) for line in text.split("\n")]
     lines = [_without_leading_marks(line) if line and not line[0].isascii() else line for line in lines]
     text = "\n".join(lines)
     if "\n\n\n" in text:

@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from ..hostdirs import agent_directory
+
 __all__ = ["HostEvidence", "identify_host", "installed_evidence"]
 
 #: The process title each host sets (``process.title = APP_NAME``).
 HOST_PROCESSES = {"pi": "pi", "prime-agent": "prime"}
 
-_AGENT_DIRS = {  # host -> (environment variable, default under HOME, path components that mark it)
-    "pi": ("PI_CODING_AGENT_DIR", (".pi", "agent")),
-    "prime": ("PRIME_AGENT_CODING_AGENT_DIR", (".prime", "agent")),
-}
+#: The hosts a path can vote for (their agent directories: :mod:`qmem.hostdirs`).
+_PATH_HOSTS = ("pi", "prime")
 
 
 @dataclass(frozen=True)
@@ -76,16 +76,17 @@ def _under(path: PurePath, root: PurePath) -> bool:
 
 
 def _path_votes(path: str, env: Mapping[str, str]) -> set[str]:
-    home = (env.get("HOME") or "").strip()
     votes = set()
-    for host, (variable, marker) in _AGENT_DIRS.items():
+    for host in _PATH_HOSTS:
+        directory = agent_directory(host, env)
         roots: set[PurePath] = set()
-        for root in ((env.get(variable) or "").strip(), os.path.join(home, *marker) if home else ""):
-            if root and os.path.isabs(root):
-                roots |= _forms(root)
+        for root in (directory.path, directory.default):
+            if root is not None:
+                roots |= _forms(str(root))
+        marker, width = directory.marker, len(directory.marker)
         for form in _forms(path):
             parts = form.parts
-            if any(parts[i:i + 2] == marker for i in range(len(parts) - 1)) or \
+            if any(parts[i:i + width] == marker for i in range(len(parts) - width + 1)) or \
                     any(_under(form, root) for root in roots):
                 votes.add(host)
     return votes

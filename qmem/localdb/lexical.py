@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["STOPWORDS", "MAX_QUERY_TERMS", "MAX_TERM_CHARS", "QueryTerms", "query_terms", "match_expression"]
+__all__ = ["query_terms"]
 
 MAX_QUERY_TERMS = 32
 MAX_TERM_CHARS = 64

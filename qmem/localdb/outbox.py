@@ -23,7 +23,7 @@ Promises:
   because the gateway answers a repeated Idempotency-Key with the same record.
 * Outcomes never lose the text: ``synced`` adopts the gateway id everywhere (the FTS
   row follows, since it is keyed by rowid), ``duplicate`` keeps the matched id beside
-  the local record, ``failed`` keeps the reason, :meth:`Outbox.release` leaves the
+  the local record, ``failed`` keeps the reason, a ``transient`` outcome leaves the
   record pending for the next flush.  A reason is one line of at most
   :data:`MAX_REASON_CHARS` characters.
 * A correction of a local id that was never queued here is :class:`UnknownLocalRecord`, with
@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import LocalIndexError
+from ..errors import LocalIndexError, one_line
 from ..localindex import LocalIndex
 from ..records import NewRecord, is_local_id, new_local_id
 from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
@@ -90,8 +90,7 @@ class PendingCount:
 
 
 def _bounded_reason(reason: str) -> str:
-    reason = " ".join(reason.split())
-    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
+    return one_line(reason, MAX_REASON_CHARS)
 
 
 @dataclass(frozen=True)
@@ -125,21 +124,10 @@ class Outbox:
             raise ValueError("key must be a qmem local id")
         return self._insert(key or new_local_id(), record, tool=tool, session_file=None)[0]
 
-    def requeue(self, local_id: str, record: NewRecord, *, tool: str | None = None,
-                session_file: str | None = None, refused: str | None = None) -> bool:
-        """Queue a write found in a session file under its original Idempotency-Key.
-
-        Returns False (and changes nothing) when that key is already known here, synced
-        or not; a re-send of a key the gateway has seen returns the same record.  With
-        ``refused`` (a reason) the row is kept as ``failed`` and is never sent.
-        """
-        if not is_local_id(local_id):
-            raise ValueError("local_id must be a qmem local id")
-        return self._insert(local_id, record, tool=tool, session_file=session_file, refused=refused)[1]
-
     def restored_row(self, local_id: str, record: NewRecord, *, tool: str | None = None,
                      session_file: str | None = None, refused: str | None = None) -> Record:
-        """The row :meth:`requeue` would add, not yet written: session import adds it with
+        """The row of a write found in a session file, queued under its original Idempotency-Key
+        (``refused``, a reason: kept as failed, never sent), not yet written: session import adds it with
         :meth:`~qmem.localindex.LocalIndex.record_import`, in the transaction that saves how
         far the file was read, so that the offset never gets ahead of the write."""
         if not is_local_id(local_id):
@@ -241,25 +229,6 @@ class Outbox:
         and the gateway answers with the records it already has.
         """
         self.index.record_outcomes([_with_reason(outcome) for outcome in outcomes])
-
-    def mark_synced(self, local_id: str, gateway_record: Mapping[str, Any]) -> Record:
-        """The gateway accepted ``local_id`` as ``gateway_record``: adopt its id everywhere."""
-        self.record_outcomes([Outcome.synced(local_id, gateway_record)])
-        result = self.index.get(str(gateway_record["id"]))
-        assert result is not None
-        return result
-
-    def mark_duplicate(self, local_id: str, matched_id: str) -> None:
-        """The gateway refused ``local_id`` as a duplicate of ``matched_id`` (409)."""
-        self.record_outcomes([Outcome.duplicate(local_id, matched_id)])
-
-    def mark_failed(self, local_id: str, reason: str) -> None:
-        """The gateway refused ``local_id`` for good (validation); the text stays here."""
-        self.record_outcomes([Outcome.failed(local_id, reason)])
-
-    def release(self, local_id: str, reason: str) -> None:
-        """A transient failure: the record stays pending for the next flush."""
-        self.record_outcomes([Outcome.transient(local_id, reason)])
 
     def release_claims(self, local_ids: Iterable[str]) -> None:
         """Give up claims as they are, when the outcomes of a batch could not be recorded."""

@@ -23,8 +23,8 @@ from ..errors import InputError
 from ..records import canonical_time, format_utc, is_local_id, normalize_text
 
 __all__ = [
-    "STATES", "RECORD_COLUMNS", "Record", "Observation", "Outcome", "observation_from_record", "merge_observation",
-    "storable_text", "content_hash", "utc_now", "this_machine",
+    "RECORD_COLUMNS", "Record", "Observation", "Outcome", "observation_from_record", "merge_observation",
+    "storable_text", "content_hash", "utc_now",
 ]
 
 #: Record states.  ``synced``: confirmed by the gateway to this qmem; ``observed``: seen in

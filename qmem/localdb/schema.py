@@ -30,7 +30,7 @@ from urllib.parse import quote
 from ..errors import CorruptIndexError, LocalIndexError
 from ..records import canonical_time
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_ID"]
+__all__ = []
 
 SCHEMA_VERSION = 4
 

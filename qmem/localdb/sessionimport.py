@@ -45,6 +45,7 @@ from stat import S_ISREG
 from typing import Any, BinaryIO
 
 from ..errors import InputError
+from ..hostdirs import agent_directory, session_directory
 from ..localindex import ImportedFile, LocalIndex
 from ..records import NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record
 from .outbox import Outbox
@@ -74,22 +75,25 @@ class SessionRoot:
     patterns: tuple[str, ...]
 
 
+_SESSION_PATTERNS = {
+    "pi": ("sessions/*.jsonl", "sessions/*/*.jsonl"),
+    "prime": ("sessions/*.jsonl", "sessions/*/*.jsonl", "session-artifacts/*/sub-*/*.jsonl"),
+}
+
+
 def session_roots(env: Mapping[str, str] | None = None) -> list[SessionRoot]:
-    """Where pi and Prime keep session files, honouring their directory variables."""
+    """Where pi and Prime keep session files, in their agent directories as the hosts resolve them
+    (:mod:`qmem.hostdirs`: a directory variable holding a relative path names no root)."""
     env = os.environ if env is None else env
-    home = Path(env.get("HOME") or Path.home())
-    pi_dir = (env.get("PI_CODING_AGENT_DIR") or "").strip()
-    pi_sessions = (env.get("PI_CODING_AGENT_SESSION_DIR") or "").strip()
-    prime_dir = (env.get("PRIME_AGENT_CODING_AGENT_DIR") or "").strip()
-    roots = [
-        SessionRoot("pi", "pi", Path(pi_dir) if pi_dir else home / ".pi" / "agent",
-                    ("sessions/*.jsonl", "sessions/*/*.jsonl")),
-        SessionRoot("prime", "prime", Path(prime_dir) if prime_dir else home / ".prime" / "agent",
-                    ("sessions/*.jsonl", "sessions/*/*.jsonl", "session-artifacts/*/sub-*/*.jsonl")),
-    ]
-    if pi_sessions:
+    roots = []
+    for host, patterns in _SESSION_PATTERNS.items():
+        directory = agent_directory(host, env).path
+        if directory is not None:
+            roots.append(SessionRoot(host, host, directory, patterns))
+    pi_sessions, _ = session_directory(env)
+    if pi_sessions is not None:
         # pi's own override of its session directory (--session-dir has the same effect).
-        roots.append(SessionRoot("pi-session-dir", "pi", Path(pi_sessions), ("*.jsonl", "*/*.jsonl")))
+        roots.append(SessionRoot("pi-session-dir", "pi", pi_sessions, ("*.jsonl", "*/*.jsonl")))
     return roots
 
 
@@ -148,10 +152,6 @@ def _payload(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(value, dict):
             return value
     return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _observation(rec: Mapping[str, Any], *, coverage: str, tool: str, session_file: str,

@@ -296,12 +296,6 @@ def _disjoint(spans: dict[int, list[tuple[int, int]]]) -> list[Finding]:
     return [Finding(family, start, end) for family, start, end in zip(families, starts, ends)]
 
 
-def first_finding(text: str) -> Finding | None:
-    """Return the first finding of :func:`scan` in *text*, or ``None``."""
-    findings = scan(text)
-    return findings[0] if findings else None
-
-
 def scan_values(values: Iterable[str]) -> list[tuple[int, Finding]]:
     """Scan each string separately; return ``(index, finding)`` pairs.
 

@@ -53,6 +53,7 @@ from typing import Any
 from .. import __version__
 from ..errors import QmemError
 from ..files.smallfile import CONTENT_REASONS, MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
+from ..hostdirs import agent_directory
 from . import hermesconfig, installrecord
 
 __all__ = ["install", "uninstall"]
@@ -76,15 +77,6 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def _home(env: Mapping[str, str]) -> Path:
-    return Path(env.get("HOME") or Path.home())
-
-
-def _from_env(env: Mapping[str, str], name: str, default: Path) -> Path:
-    value = (env.get(name) or "").strip()
-    return Path(os.path.expanduser(value)) if value else default
-
-
 @dataclass(frozen=True)
 class Location:
     host: str
@@ -101,16 +93,13 @@ class Location:
 
 
 def location(host: str, env: Mapping[str, str]) -> Location:
-    home = _home(env)
-    if host == "pi":
-        return Location(host, _from_env(env, "PI_CODING_AGENT_DIR", home / ".pi" / "agent") / "extensions",
-                        "PI_CODING_AGENT_DIR")
-    if host == "prime":
-        return Location(host, _from_env(env, "PRIME_AGENT_CODING_AGENT_DIR", home / ".prime" / "agent")
-                        / "extensions", "PRIME_AGENT_CODING_AGENT_DIR")
-    if host == "hermes":
-        return Location(host, _from_env(env, "HERMES_HOME", home / ".hermes") / "plugins", "HERMES_HOME")
-    raise SetupError(f"unknown host {host!r} (pi, prime or hermes)", category="usage")
+    """Where ``host`` loads extensions (plugins) from; SetupError when that cannot be told."""
+    if host not in HOSTS:
+        raise SetupError(f"unknown host {host!r} (pi, prime or hermes)", category="usage")
+    directory = agent_directory(host, env)
+    if directory.path is None:
+        raise SetupError(f"{host}: {directory.problem}", category="usage")
+    return Location(host, directory.path / ("plugins" if host == "hermes" else "extensions"), directory.variable)
 
 
 # --- what is a qmem folder --------------------------------------------------------------------
@@ -209,14 +198,17 @@ class Installation:
 
 
 #: What each host needs in the folder to load qmem (the shim, its tools, the bridge; Hermes' plugin).
+#: A tuple of names is one need that any of them meets: the Hermes adapter is ``hermes/adapter.py``
+#: since the lanes became folders, ``hermes.py`` in a copy made before.
 _NEEDED = {"pi": ("index.js", "package.json", "tools.json", "__init__.py", "bridge.py"),
            "prime": ("index.js", "package.json", "tools.json", "__init__.py", "bridge.py"),
-           "hermes": ("plugin.yaml", "__init__.py", "hermes/adapter.py")}
+           "hermes": ("plugin.yaml", "__init__.py", ("hermes/adapter.py", "hermes.py"))}
 
 
 def unloadable(host: str, folder: Path) -> str | None:
     """Why ``host`` could not load qmem from ``folder`` (a qmem folder), or None."""
-    missing = [name for name in _NEEDED[host] if not os.access(folder / name, os.R_OK)]
+    missing = [need if isinstance(need, str) else need[0] for need in _NEEDED[host]
+               if not any(os.access(folder / name, os.R_OK) for name in ((need,) if isinstance(need, str) else need))]
     if missing:
         return f"{', '.join(missing)} missing or unreadable"
     if host in ("pi", "prime"):
