@@ -3,8 +3,10 @@
 Importing the package does nothing but define names; every lane lives in its own module
 (``qmem.localindex``, ``qmem.store``, ``qmem.recall`` …).  :func:`register` is the entry point
 Hermes Agent calls when this folder is installed as a general (standalone) plugin; see
-``qmem/hermes.py``.  (Keep this file short: Hermes reads its first 8 KB to classify plugins.)
+``qmem/hermes/adapter.py``.  (Keep this file short: Hermes reads its first 8 KB to classify plugins.)
 """
+
+__all__ = ["register"]
 
 __version__ = "0.1.0"
 
@@ -12,6 +14,6 @@ __version__ = "0.1.0"
 def register(ctx):  # noqa: ANN001, ANN201 - Hermes' PluginContext
     """Hermes Agent's plugin entry point: the qmem tools, commands and skill, and the middleware
     that adds the rules and automatic recall to each provider request."""
-    from .hermes import register as register_with_hermes
+    from .hermes.adapter import register as register_with_hermes
 
     register_with_hermes(ctx)

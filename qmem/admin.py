@@ -3,10 +3,10 @@
 This module is the admin surface's only way in: it parses the command line, runs one
 command and turns what it produced, or the error it raised, into output and an exit status.
 Nothing on the runtime path imports it or the modules only it uses — the command line
-(:mod:`qmem.adminargs`), the commands (:mod:`qmem.admininit`, :mod:`qmem.adminstatus`,
-:mod:`qmem.adminimport`) with what they share (:mod:`qmem.admincontext`,
-:mod:`qmem.adminrender`), the two Qdrant clients (:mod:`qmem.adminqdrant`) and the Hermes
-import's rules (:mod:`qmem.hermesimport`, :mod:`qmem.hermesimportplan`) — and no model can
+(:mod:`qmem.curation.args`), the commands (:mod:`qmem.curation.create`, :mod:`qmem.curation.status`,
+:mod:`qmem.curation.importrun`) with what they share (:mod:`qmem.curation.context`,
+:mod:`qmem.curation.render`), the two Qdrant clients (:mod:`qmem.curation.qdrant`) and the Hermes
+import's rules (:mod:`qmem.curation.hermespoint`, :mod:`qmem.curation.plan`) — and no model can
 reach it: it is run by a person, and what it does is visible in its output.
 
 * ``init`` (mutating, explicit) creates the destination collection of the ``recall``
@@ -35,12 +35,12 @@ environment (``QMEM_ADMIN_QDRANT_API_KEY``, ``QMEM_SOURCE_QDRANT_API_KEY``,
 Python older than 3.10 it prints one line and exits 1.
 """
 
-if __name__ == "__main__":  # `python3 -m qmem.admin`: nothing more from the working directory (see qmem/entrypath.py)
-    from .entrypath import drop_working_directory
+if __name__ == "__main__":  # `python3 -m qmem.admin`: nothing more from the working directory (see qmem/entryguard.py)
+    from .entryguard import drop_working_directory
 
     drop_working_directory()
 
-from .pythonversion import require_supported_python  # noqa: E402
+from .entryguard import require_supported_python  # noqa: E402
 
 require_supported_python()
 
@@ -49,38 +49,21 @@ import sys  # noqa: E402
 from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from .adminargs import PROG, ImportRequest, build_parser  # noqa: E402
-from .admincontext import AdminContext  # noqa: E402
-from .adminimport import (  # noqa: E402
-    BatchFailure,
-    PlanMismatch,
-    PointSpool,
-    page_size_for,
-    read_source,
-    run_import,
-    write_points,
+from .cli.frontend import (  # noqa: E402
+    EXIT_ERROR, EXIT_USAGE, HelpRequested, Outcome, UsageError, emit, error_outcome, to_json_text,
+    undecodable_argument, wants_json,
 )
-from .admininit import INDEXED_FIELDS, InitMismatch, layout_problems, run_init  # noqa: E402
-from .adminstatus import StatusProblems, run_status  # noqa: E402
-from .cli import (  # noqa: E402
-    EXIT_ERROR,
-    EXIT_USAGE,
-    HelpRequested,
-    Outcome,
-    UsageError,
-    emit,
-    error_outcome,
-    to_json_text,
-    undecodable_argument,
-    wants_json,
-)
+from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
+from .curation.args import PROG, build_parser  # noqa: E402
+from .curation.context import AdminContext  # noqa: E402
+from .curation.create import InitMismatch, run_init  # noqa: E402
+from .curation.importrun import BatchFailure, PlanMismatch, run_import  # noqa: E402
+from .curation.status import StatusProblems, run_status  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .runtime import Runtime  # noqa: E402
-from .waitline import WaitLine, set_wait_observer  # noqa: E402
 
 # The pipeline's pieces stay importable from here, where the import benchmark and the tests find them.
-__all__ = ["run", "main", "build_parser", "INDEXED_FIELDS", "layout_problems", "ImportRequest", "PointSpool",
-           "BatchFailure", "read_source", "write_points", "page_size_for"]
+__all__ = ["main"]
 
 _COMMANDS = {"init": run_init, "status": run_status, "import-hermes": run_import}
 
@@ -137,7 +120,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
 
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr.isatty():
-        set_wait_observer(WaitLine(sys.stderr))
+        set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

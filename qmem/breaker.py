@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .atomicfile import ensure_private_dir, write_atomic
 from .diagnostics import Warnings
-from .smallfile import MIB, UnreadableFile, decode_json, read_small_file
+from .files.atomicfile import ensure_private_dir, write_atomic
+from .files.smallfile import MIB, UnreadableFile, decode_json, read_small_file
 
-__all__ = ["Breaker", "BreakerPolicy", "Decision", "endpoint_key"]
+__all__ = ["Breaker", "BreakerPolicy"]
 
 FILE_VERSION = 1
 STALE_ENTRY_MS = 30 * 86_400_000

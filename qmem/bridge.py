@@ -22,7 +22,7 @@ Bridge → shim: ``{"event": "ready"}`` first; answers ``{"id", "result"}`` or `
 
 The context answer is a patch, ``{"drop": [indices], "append": message | null}``: the shim
 applies it to its own copy of the messages, so the array crosses the pipe only once.
-``session_start`` carries the facts :func:`qmem.hostidentity.identify_host` decides the host
+``session_start`` carries the facts :func:`qmem.hosts.identity.identify_host` decides the host
 from: ``loaded`` (the host's ``sourceInfo`` of this extension: ``path``, ``baseDir``…, or
 null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``);
 ``cwd`` is the session's directory, data only: the bridge runs in its own directory.
@@ -55,7 +55,7 @@ On a Python older than 3.10 the bridge never reports ready: it prints one line o
 line as its one warning.
 """
 
-from .pythonversion import require_supported_python
+from .entryguard import require_supported_python
 
 require_supported_python(" (set QMEM_PYTHON)")
 
@@ -71,11 +71,11 @@ from typing import Any, BinaryIO  # noqa: E402
 from . import __version__  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
-from .hostidentity import HostEvidence, identify_host  # noqa: E402
+from .hosts.identity import HostEvidence, identify_host  # noqa: E402
+from .hosts.session import PluginSession  # noqa: E402
 from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key  # noqa: E402
-from .plugin import PluginSession  # noqa: E402
 
-__all__ = ["Bridge", "main"]
+__all__ = []
 
 UI_TIMEOUT_S = 600.0
 
@@ -338,7 +338,7 @@ class Bridge:
             messages = params.get("messages") if isinstance(params.get("messages"), list) else []
             out = session.context(messages, rlm_depth=params.get("rlmDepth"),
                                   depth_given=params.get("depthGiven") is True, cancel=cancel)
-            from .recall import recall_patch  # loaded by the session's recall lane by now (see qmem.plugin)
+            from .recall import recall_patch  # loaded by the session's recall lane by now (see qmem.hosts.session)
 
             return recall_patch(messages, out)
         if method == "before_agent_start":

@@ -8,7 +8,7 @@ Promises:
   ``localDbPath`` key, which wins over the default) and ``breaker.json``
   (``$QMEM_BREAKER_FILE``).
 * **Validation.** A missing file means defaults.  A present file is read by
-  :mod:`qmem.configfile` (a regular file of at most 1 MiB, read without blocking; strict
+  :mod:`qmem.files.configfile` (a regular file of at most 1 MiB, read without blocking; strict
   JSON: no ``NaN``, no key twice, no absurdly long number; a dangling link is an error, not
   "no file") and must be a JSON object whose keys are all known (camelCase, DESIGN §4);
   values have the right type and range (a number with a decimal point is not a whole number);
@@ -37,28 +37,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .atomicfile import write_atomic
-from .configfile import OversizedNumber, read_config_file
 from .errors import ConfigError
+from .files.atomicfile import write_atomic
+from .files.configfile import read_config_file
+from .files.smallfile import OversizedNumber
 
 __all__ = [
-    "Config",
-    "RecallConfig",
-    "Paths",
-    "load_config",
-    "read_config_document",
-    "setting_sources",
-    "shown_key",
-    "parse_config",
-    "save_config",
-    "update_config",
-    "resolve_paths",
-    "credential",
-    "credential_variable",
-    "validate_url",
-    "CREDENTIAL_VARIABLES",
-    "HOST_LANES",
-    "recall_host",
+    "Config", "RecallConfig", "Paths", "load_config", "setting_sources", "shown_key", "update_config",
+    "resolve_paths", "credential", "credential_variable", "validate_url", "CREDENTIAL_VARIABLES", "HOST_LANES",
+    "recall_host", "config_path", "to_document",
 ]
 
 #: role -> environment variables, preferred first.  The gateway key has no seed alias.
@@ -220,7 +207,7 @@ def shown_key(key: str) -> str:
     Unknown keys are echoed so the user can find them, but a key name is user text: a token
     pasted as a key, or an opaque name, is described instead of shown.
     """
-    from .secretscan import scan  # here, not at the top: only a message that names a key needs the scanner
+    from .secretscan.engine import scan  # here, not at the top: only a message that names a key needs the scanner
 
     if _PLAIN_KEY.fullmatch(key) and not scan(key) and sum(ch.isdigit() for ch in key) <= 4:
         return key

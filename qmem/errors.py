@@ -7,12 +7,24 @@ message, and the message itself is one line meant for a human: it never carries
 an endpoint, a header, a request or response body, memory text or a credential.
 
 The command-line front ends turn a ``QmemError`` into ``qmem-…: <message>`` on
-stderr and a non-zero exit; anything else that escapes is a bug.
+stderr and a non-zero exit; anything else that escapes is a bug.  :func:`one_line` is how
+any text becomes such a line (a server's error detail, a stored reason, a bounded value).
 """
 
 from __future__ import annotations
 
-__all__ = ["QmemError", "ConfigError", "InputError", "LocalIndexError", "CorruptIndexError", "ToolError"]
+__all__ = [
+    "QmemError", "ConfigError", "InputError", "LocalIndexError", "CorruptIndexError", "ToolError", "one_line",
+]
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` as one line: every run of whitespace (line breaks too) one space, none at the ends;
+    with ``limit``, at most that many characters, the last one ``…`` when the text was cut."""
+    text = " ".join(text.split())
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)] + "…"
 
 
 class QmemError(Exception):

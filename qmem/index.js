@@ -1,7 +1,7 @@
 // qmem for pi and Prime: a dependency-free relay to qmem.bridge (Python).
 //
 // All memory logic lives in Python. This file registers the tools and commands listed in
-// tools.json (generated from qmem/tools.py), then relays tool calls, hooks, commands, ctx.ui
+// tools.json (generated from qmem/hosts/tools.py), then relays tool calls, hooks, commands, ctx.ui
 // and cancellation as JSON lines on the child's stdio (protocol: qmem/bridge.py).
 //
 // Promises kept here:
@@ -23,7 +23,7 @@
 //   what qmem reads (BRIDGE_ENV): not the host's provider keys, not Prime's daemon token;
 // - identity is the bridge's decision, from facts only the host knows: the path it loaded this
 //   file from (a link install is resolved by Node, so import.meta.url cannot say), its process
-//   title and whether the session header carries rlmDepth (qmem/hostidentity.py).
+//   title and whether the session header carries rlmDepth (qmem/hosts/identity.py).
 
 import { spawn } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from json.decoder import scanstring
 from typing import Any
 
-__all__ = ["BigInteger", "UnreadableLine", "decode_line", "echoable_id", "encode_line", "id_key", "is_request_id",
-           "read_members", "UNREAD", "without_lone_surrogates", "LONE_SURROGATE"]
+__all__ = [
+    "UnreadableLine", "decode_line", "echoable_id", "encode_line", "id_key", "is_request_id",
+    "without_lone_surrogates", "LONE_SURROGATE",
+]
 
 #: A code point UTF-8 cannot encode: a surrogate not paired up into a character.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")

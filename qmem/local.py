@@ -11,17 +11,17 @@ Exit status: 0 success; 1 an error (one line on stderr, no traceback), also when
 report is still printed); 2 bad usage (an unknown option, ``--limit 0``, a query with no
 words).  ``--version`` prints the version.
 
-:func:`run` returns an :class:`~qmem.cli.Outcome` instead of printing, so that the hosts'
+:func:`run` returns an :class:`~qmem.cli.frontend.Outcome` instead of printing, so that the hosts'
 ``/qmem:local`` command shares this code without sharing a stdout.  This module runs the
-commands; their command line is :mod:`qmem.localargs` and their text :mod:`qmem.localrender`.
+commands; their command line is :mod:`qmem.cli.localargs` and their text :mod:`qmem.cli.localrender`.
 """
 
-if __name__ == "__main__":  # `python3 -m qmem.local`: nothing more from the working directory (see qmem/entrypath.py)
-    from .entrypath import drop_working_directory
+if __name__ == "__main__":  # `python3 -m qmem.local`: nothing more from the working directory (see qmem/entryguard.py)
+    from .entryguard import drop_working_directory
 
     drop_working_directory()
 
-from .pythonversion import require_supported_python  # noqa: E402
+from .entryguard import require_supported_python  # noqa: E402
 
 require_supported_python()
 
@@ -30,19 +30,19 @@ import sys  # noqa: E402
 from collections.abc import Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from .cli import (  # noqa: E402
+from .cli.frontend import (  # noqa: E402
     EXIT_ERROR, EXIT_USAGE, HelpRequested, Outcome, Progress, UsageError, emit, error_document, error_outcome,
     to_json_text, undecodable_argument, wants_json,
 )
+from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
+from .cli.localrender import render_find, render_import, render_queue, render_retried, render_status  # noqa: E402
+from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
-from .lexical import query_terms  # noqa: E402
-from .localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
-from .localrender import render_find, render_import, render_queue, render_retried, render_status  # noqa: E402
-from .outbox import QUEUE_LIMIT  # noqa: E402
+from .localdb.lexical import query_terms  # noqa: E402
+from .localdb.outbox import QUEUE_LIMIT  # noqa: E402
 from .runtime import Runtime  # noqa: E402
-from .waitline import WaitLine, set_wait_observer  # noqa: E402
 
-__all__ = ["run", "main", "build_parser", "STORE_FLUSH_BUDGET_S"]
+__all__ = ["run", "main"]
 
 
 # --- commands ----------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def _cmd_status(rt: Runtime, args: Any) -> tuple[Any, str]:
 
 
 def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
-    from .sessions import SessionImporter, session_roots  # this command's own (see "commands" above)
+    from .localdb.sessionimport import SessionImporter, session_roots  # this command's own (see "commands" above)
 
     roots = [root for root in session_roots(rt.env) if args.host in (None, root.host)]
     progress = Progress("importing session files")
@@ -78,7 +78,7 @@ def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
         report = SessionImporter(rt.index).run(roots, progress=progress)
     finally:
         progress.finish()
-    from .doctor import session_root_found
+    from .setup.doctor import session_root_found
 
     looked = [{"label": root.label, "host": root.host, "found": session_root_found(root)} for root in roots]
     return {**report.to_json(), "looked_in": looked}, render_import(report, looked)
@@ -247,7 +247,7 @@ def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
 #    their modules are imported only when used (they are not on any host's hot path).
 
 def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
-    from . import doctor
+    from .setup import doctor
 
     diagnosis = doctor.diagnose(env)
     text = doctor.render(diagnosis)
@@ -259,21 +259,21 @@ def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
-    from . import hostsetup
+    from .setup import install
 
-    result = hostsetup.install(args.host, env, copy=args.copy)
+    result = install.install(args.host, env, copy=args.copy)
     return result.to_json(), result.describe()
 
 
 def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
-    from . import hostsetup
+    from .setup import install
 
-    result = hostsetup.uninstall(args.host, env)
+    result = install.uninstall(args.host, env)
     return result.to_json(), result.describe()
 
 
 def _cmd_mcp_config(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
-    from . import mcpconfig
+    from .setup import mcpconfig
 
     entry = mcpconfig.server_entry(env)
     text = mcpconfig.render(args.client, entry)
@@ -337,7 +337,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
 
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr.isatty():  # one line while waiting on the network; never through a host's /qmem:local
-        set_wait_observer(WaitLine(sys.stderr))
+        set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)
 
 

@@ -4,16 +4,16 @@ one module whose operations read and write its tables.
 Promises:
 
 * **One owner.**  Every operation on ``records``, ``meta``, ``import_files`` and
-  ``import_calls`` is here (their schema: :mod:`qmem.indexschema`; the row statements the
-  operations compose: :mod:`qmem.indexrows`); the outbox, sync and session import call the
+  ``import_calls`` is here (their schema: :mod:`qmem.localdb.schema`; the row statements the
+  operations compose: :mod:`qmem.localdb.rows`); the outbox, sync and session import call the
   named operations below.  Each operation is one transaction, so a full or read-only disk
   leaves nothing half-written.  Opening, transactions and the read-only fallback are
-  :class:`qmem.indexfile.IndexFile`'s.
+  :class:`qmem.localdb.file.IndexFile`'s.
 * **Records** are what qmem has learned about gateway records (from its own answers,
   session files, ``pull``) plus the outbox's local records.  Learning merges
-  (:func:`qmem.indexrecord.merge_observation`): full text is never replaced by partial text,
+  (:func:`qmem.localdb.record.merge_observation`): full text is never replaced by partial text,
   and supersession or deletion, once known, sticks.
-* **find** ranks as :mod:`qmem.localsearch` says (words as data, every word first, then any
+* **find** ranks as :mod:`qmem.localdb.search` says (words as data, every word first, then any
   word).  Equal scores keep the order in which records were first learned.  Superseded,
   private, deleted and expired records are hidden unless asked for; ``project``, ``kind``
   and ``scope`` match exactly.
@@ -35,29 +35,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import indexrows
 from .errors import InputError
-from .indexfile import IndexFile
-from .indexrecord import (
-    RECORD_COLUMNS, STATES, Observation, Outcome, Record, content_hash, merge_observation, observation_from_record,
-    storable_text, this_machine, utc_now,
+from .localdb import rows as indexrows
+from .localdb.file import IndexFile
+from .localdb.record import (
+    RECORD_COLUMNS, Observation, Outcome, Record, content_hash, merge_observation, storable_text, utc_now,
 )
-from .indexrows import RECORD_COLUMNS_SQL, row_to_record
-from .indexschema import APPLICATION_ID, SCHEMA_VERSION
-from .lexical import MAX_QUERY_TERMS, MAX_TERM_CHARS, STOPWORDS, QueryTerms, match_expression, query_terms
-from .localsearch import MAX_FIND_LIMIT, FindResult, find_terms, ranked
+from .localdb.rows import RECORD_COLUMNS_SQL, row_to_record
+from .localdb.search import FindResult, find_terms, ranked
 
-__all__ = [
-    "LocalIndex",
-    "IndexStatus",
-    "ImportedFile",
-    "RECORD_COLUMNS_SQL",
-    "row_to_record",
-    # Defined where they belong, and still importable from here:
-    "SCHEMA_VERSION", "APPLICATION_ID", "STATES", "Record", "Observation", "Outcome", "FindResult",
-    "MAX_FIND_LIMIT", "QueryTerms", "STOPWORDS", "MAX_QUERY_TERMS", "MAX_TERM_CHARS", "query_terms",
-    "match_expression", "merge_observation", "observation_from_record", "content_hash", "utc_now", "this_machine",
-]
+__all__ = ["LocalIndex", "IndexStatus", "ImportedFile"]
 
 
 @dataclass(frozen=True)
@@ -109,13 +96,13 @@ Calls = Mapping[str, tuple[str, dict[str, Any]]]
 
 #: Whether a record's expiry has passed, as SQL over ``records AS r``: the one test behind
 #: find, meta and status.  Expiries are stored in one form that julianday() reads
-#: (:func:`qmem.indexrecord.stored_time`); one that is no time at all (NULL here) never passes.
+#: (:func:`qmem.localdb.record.stored_time`); one that is no time at all (NULL here) never passes.
 _EXPIRED = "julianday(r.expires_at) <= julianday('now')"
 _NOT_EXPIRED = f"({_EXPIRED}) IS NOT 1"
 
 
 class LocalIndex(IndexFile):
-    """The index: :class:`~qmem.indexfile.IndexFile` (opening, transactions, read-only) plus
+    """The index: :class:`~qmem.localdb.file.IndexFile` (opening, transactions, read-only) plus
     every operation on its tables.  Use as a context manager or call :meth:`close`."""
 
     def __enter__(self) -> "LocalIndex":
@@ -273,7 +260,7 @@ class LocalIndex(IndexFile):
         with self.reading() as conn:
             return [row[0] for row in conn.execute(f"SELECT id FROM records WHERE {where} ORDER BY rowid")]
 
-    # -- the outbox's rows (qmem.outbox decides what they mean)
+    # -- the outbox's rows (qmem.localdb.outbox decides what they mean)
 
     def add_queued(self, record: Record, *, claim: tuple[str, float] | None = None) -> tuple[Record, bool]:
         """Add an outbox row keyed by its local id; ``(row, True)``, or the row already known

@@ -32,7 +32,7 @@ Promises:
   why it is not available.  MCP clients pass few environment variables to a server (the
   official SDK: HOME, PATH and what the client's configuration adds), so credentials must be
   set in the client's server entry.
-* **Instructions** are the plugin core's rules block (:func:`qmem.rules.rules_block`), the
+* **Instructions** are the plugin core's rules block (:func:`qmem.hosts.rules.rules_block`), the
   same text pi and Prime append to the system prompt, machine identification included.
 * **Always an answer.** Text that cannot be encoded (a lone surrogate a client sent) is
   a tool error naming the argument, never -32603, and an answer is always written.
@@ -40,12 +40,12 @@ Promises:
   prints one line and exits 1 before reading anything.
 """
 
-if __name__ == "__main__":  # `python3 -m qmem.mcp`: nothing more from the working directory (see qmem/entrypath.py)
-    from .entrypath import drop_working_directory
+if __name__ == "__main__":  # `python3 -m qmem.mcp`: nothing more from the working directory (see qmem/entryguard.py)
+    from .entryguard import drop_working_directory
 
     drop_working_directory()
 
-from .pythonversion import require_supported_python  # noqa: E402
+from .entryguard import require_supported_python  # noqa: E402
 
 require_supported_python()
 
@@ -61,11 +61,11 @@ from . import __version__  # noqa: E402
 from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
+from .hosts.session import PluginSession  # noqa: E402
+from .hosts.tools import TOOLS  # noqa: E402
 from .jsonlines import UnreadableLine, decode_line, encode_line, id_key, is_request_id  # noqa: E402
-from .plugin import PluginSession  # noqa: E402
-from .tools import TOOLS  # noqa: E402
 
-__all__ = ["McpServer", "PROTOCOL_VERSIONS", "main"]
+__all__ = ["main"]
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST = PROTOCOL_VERSIONS[-1]

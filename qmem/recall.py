@@ -26,7 +26,7 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
   Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
 * Nothing here writes to a session file, the local index or Qdrant, and a prompt or query
   in which the credential scanner finds something is never sent to the embeddings service.
-  :class:`Recall` is given a :class:`~qmem.recallservices.RecallServices` handle (settings,
+  :class:`Recall` is given a :class:`~qmem.hosts.recallservices.RecallServices` handle (settings,
   its two credentials, breakers, warnings), never the runtime: this lane cannot reach the
   local index, the outbox or the gateway, and imports none of them.
 * Off until configured: with no ``recall.qdrantUrl`` and ``recall.embeddingsUrl`` in the
@@ -45,29 +45,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .clients.embeddings import EmbeddingError, EmbeddingsClient
+from .clients.qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
 from .config import RecallConfig, credential_variable
 from .diagnostics import SENTENCES
-from .embeddings import EmbeddingError, EmbeddingsClient
 from .errors import InputError, QmemError
-from .memorycontext import Excerpt, render_block, unique_excerpts
-from .qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
-from .recallservices import RecallServices
+from .fence.memorycontext import Excerpt, render_block, unique_excerpts
+from .hosts.recallservices import RecallServices
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
 
-__all__ = [
-    "RECALL_CUSTOM_TYPE",
-    "Recall",
-    "auto_recall_gate",
-    "current_project",
-    "is_eligible",
-    "lane_filter",
-    "without_recall",
-    "with_recall",
-    "recall_patch",
-    "prompt_of",
-    "MEMORY_SEARCH_MAX_LIMIT",
-    "MAX_PROMPT_CHARS",
-]
+__all__ = ["Recall", "recall_patch", "MAX_PROMPT_CHARS"]
 
 #: The private custom type of qmem's recall message in a host's context.
 RECALL_CUSTOM_TYPE = "qmem:recall"
@@ -113,7 +100,7 @@ def current_project(cwd: Path, configured: str | None = None) -> str:
     top-level directory containing ``cwd`` (found by looking for ``.git`` upwards), else the
     name of ``cwd`` itself.
 
-    Broader than :func:`qmem.rules.project_suggestion` on purpose: a scope that names no real
+    Broader than :func:`qmem.hosts.rules.project_suggestion` on purpose: a scope that names no real
     project only splits recall into two lanes that find nothing more or less, while a
     ``project_id`` the rules suggest is written into records, so it must be a real project."""
     if configured:
@@ -236,7 +223,7 @@ def _sendable(prompt: str) -> bool:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    from .secretscan import scan  # here, not at the top: with the first prompt, not at Hermes' start
+    from .secretscan.engine import scan  # here, not at the top: with the first prompt, not at Hermes' start
 
     return not scan(prompt)
 

@@ -20,22 +20,9 @@ from typing import Any
 from .errors import InputError
 
 __all__ = [
-    "KINDS",
-    "LOCAL_ID_PREFIX",
-    "MAX_TEXT_CHARS",
-    "NewRecord",
-    "validate_new_record",
-    "check_record_id",
-    "is_local_id",
-    "new_local_id",
-    "parse_rfc3339",
-    "canonical_time",
-    "format_utc",
-    "normalize_text",
-    "check_unicode",
-    "RECORD_FIELDS",
-    "credential_findings",
-    "describe_credentials",
+    "KINDS", "MAX_TEXT_CHARS", "NewRecord", "validate_new_record", "check_record_id", "is_local_id",
+    "new_local_id", "parse_rfc3339", "canonical_time", "format_utc", "normalize_text", "check_unicode",
+    "credential_findings", "describe_credentials",
 ]
 
 KINDS = ("fact", "decision", "preference", "episode")
@@ -255,7 +242,7 @@ def credential_findings(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
             names.append(name)
             parts.append(value)
             offset += len(value) + 2
-    from .secretscan import scan  # here, not at the top: most users of records never scan (a local find)
+    from .secretscan.engine import scan  # here, not at the top: most users of records never scan (a local find)
 
     found: dict[tuple[str, str], None] = {}
     for finding in scan("\n\n".join(parts)):

@@ -24,10 +24,10 @@ from .diagnostics import Warnings
 
 if TYPE_CHECKING:  # each imported where it is opened: a process uses only some of them
     from .breaker import Breaker
-    from .gateway import GatewayClient
+    from .clients.gateway import GatewayClient
     from .localindex import LocalIndex
-    from .outbox import Outbox
-    from .recallservices import RecallServices
+    from .localdb.outbox import Outbox
+    from .hosts.recallservices import RecallServices
 
 __all__ = ["Runtime"]
 
@@ -60,14 +60,14 @@ class Runtime:
 
     @property
     def outbox(self) -> Outbox:
-        from .outbox import Outbox  # here: a read of the index needs no outbox
+        from .localdb.outbox import Outbox  # here: a read of the index needs no outbox
 
         return Outbox(self.index)
 
     # -- gateway side
 
     def breaker_for(self, url: str) -> Breaker:
-        from .recallservices import BreakerFactory  # here: only a process that calls a service needs breakers
+        from .hosts.recallservices import BreakerFactory  # here: only a process that calls a service needs breakers
 
         return BreakerFactory.from_config(self.config, self.paths, self.warnings)(url)
 
@@ -76,7 +76,7 @@ class Runtime:
         """The gateway client, or None when no ``url`` is configured."""
         with self._lock:
             if self._gateway is None and self.config.url:
-                from .gateway import GatewayClient  # here: the HTTP stack, only for a process that calls the gateway
+                from .clients.gateway import GatewayClient  # here: the HTTP stack, only for a process that calls the gateway
 
                 self._gateway = GatewayClient(
                     self.config.url, config_mod.credential("gateway", self.env),
@@ -98,7 +98,7 @@ class Runtime:
 
     def recall_services(self) -> RecallServices:
         """The recall lane's handle: its settings, its credentials, breakers and the warnings."""
-        from .recallservices import recall_services  # here: only a session that recalls needs it
+        from .hosts.recallservices import recall_services  # here: only a session that recalls needs it
 
         return recall_services(self.config, self.paths, self.env, self.warnings)
 
@@ -115,7 +115,7 @@ class Runtime:
 class _UpgradeProgress:
     """Progress of a schema upgrade that rebuilds the search index, on a terminal only.
 
-    The terminal line (``qmem.cli.Progress``) is built on the first report: opening an index
+    The terminal line (``qmem.cli.frontend.Progress``) is built on the first report: opening an index
     that needs no upgrade — every open but one — does not pay for importing the CLI.
     """
 
@@ -124,7 +124,7 @@ class _UpgradeProgress:
 
     def __call__(self, done: int, total: int) -> None:
         if self._line is None:
-            from .cli import Progress
+            from .cli.frontend import Progress
 
             self._line = Progress("upgrading the local index")
         self._line(done, total)

@@ -1,6 +1,8 @@
-"""The gateway-lane tools: ``qmem_store``, ``qmem_search``, ``qmem_correct``, ``qmem_meta``, ``qmem_get``.
+"""All five gateway-lane tools: ``qmem_store``, ``qmem_search``, ``qmem_correct``, ``qmem_meta``, ``qmem_get``.
 
-Each tool is a plain function ``(runtime, arguments) -> ToolResult`` that any host
+The design card names this module ``store``; it holds every tool of the gateway lane, not only
+``qmem_store`` (:data:`TOOLS` maps each name to its function).  Keeping the local index and the
+gateway in step (``flush``, ``enrich``, ``pull``) is :mod:`qmem.sync`.  Each tool is a plain function ``(runtime, arguments) -> ToolResult`` that any host
 adapter calls; a :class:`~qmem.errors.ToolError` is a failure the host shows as a tool error.
 
 Promises:
@@ -37,18 +39,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .clients.gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
-from .gateway import GatewayClient, GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
-from .localindex import FindResult, Observation, Record, observation_from_record, utc_now
-from .outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.record import Observation, Record, observation_from_record, utc_now
+from .localdb.search import FindResult
 from .records import (
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
 )
 from .runtime import Runtime
 
-__all__ = ["ToolResult", "ToolError", "qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get",
-           "score_label", "render_record", "Currency", "TOOLS", "QUEUED_NOT_SHARED"]
+__all__ = ["qmem_store", "TOOLS"]
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 50
@@ -254,7 +256,7 @@ def _store(rt: Runtime, record: NewRecord, tool: str, flush_soon: Callable[[], N
         # have seen), never to no one.  If the index cannot take it, the store goes on without.
         try:
             target_known = _target_known(rt, record)
-            held = rt.outbox.write_ahead(record, tool=tool, key=local_id, lease_seconds=_send_lease(rt, gateway))
+            held = rt.outbox.write_ahead(record, tool=tool, key=local_id, lease_seconds=gateway.lease_s(1))
         except LocalIndexError:
             held = None
         try:
@@ -331,14 +333,6 @@ def _shared(rt: Runtime, record: NewRecord, saved: dict[str, Any], held: HeldWri
 def _target_known(rt: Runtime, record: NewRecord) -> bool:
     """Whether the record a correction supersedes is in the local index (True for a plain store)."""
     return record.supersedes_id is None or rt.index.get(record.supersedes_id) is not None
-
-
-def _send_lease(rt: Runtime, gateway: GatewayClient) -> float:
-    """How long a store holds its written-ahead record: longer than its create can take (every
-    attempt, with its one retry on a fresh connection, timing out, and the waits between them),
-    so that no flush sends it meanwhile; a flush takes it over once this process is gone."""
-    attempt_s = 2 * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000
-    return (gateway.retries + 1) * attempt_s + gateway.retries * gateway.max_retry_wait_s + 30
 
 
 def _settle(rt: Runtime, held: HeldWrite | None, step: Callable[[HeldWrite], object]) -> None:

@@ -25,15 +25,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .clients.gateway import (
+    GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, GatewayUnavailable,
+)
 from .errors import QmemError
-from .gateway import GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, \
-    GatewayUnavailable
-from .indexrecord import Observation, Record, observation_from_record
-from .outbox import Outbox, Outcome, UnknownLocalRecord
+from .localdb.outbox import Outbox, UnknownLocalRecord
+from .localdb.record import Outcome
+from .localdb.record import Observation, Record, observation_from_record
 from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
 
-__all__ = ["flush", "enrich", "pull", "FlushReport", "EnrichReport", "PullReport", "require_gateway"]
+__all__ = ["flush", "enrich", "pull"]
 
 EXPORT_CURSOR_KEY = "export_cursor"
 
@@ -109,7 +111,7 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
     deadline = None if budget_s is None else time.monotonic() + budget_s
     if deadline is not None:
         batch_size = min(batch_size, 5)  # claim little, so an early stop releases little
-    lease = batch_size * (rt.config.connect_timeout_ms + rt.config.timeout_ms) / 1000 + 30
+    lease = gateway.lease_s(batch_size)
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     left: set[str] = set()  # local ids this run left pending (a record may be tried in two passes)
     waiting = False

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from qmem.diagnostics import Warnings  # noqa: E402
-from qmem.plugin import PluginSession  # noqa: E402
+from qmem.hosts.session import PluginSession  # noqa: E402
 from qmem.recall import recall_patch  # noqa: E402
 from tests.fakes import FakeEmbeddings, FakeQdrant, embed_text  # noqa: E402
 

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qmem.memorycontext import EXCERPT_CHARS, PROVENANCE_CHARS, sanitize  # noqa: E402
+from qmem.fence.memorycontext import EXCERPT_CHARS, PROVENANCE_CHARS, sanitize  # noqa: E402
 from tests.test_fence import BEYOND_THE_BOUNDS, CASEFOLD_ASTRAL_HINTS, PLAIN_HINTS, hostile_shapes  # noqa: E402
 
 

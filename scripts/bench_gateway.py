@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qmem.gateway import GatewayUnavailable  # noqa: E402
+from qmem.clients.gateway import GatewayUnavailable  # noqa: E402
 from qmem.records import NewRecord  # noqa: E402
 from qmem.runtime import Runtime  # noqa: E402
 from qmem.store import qmem_store  # noqa: E402

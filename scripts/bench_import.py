@@ -28,9 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qmem.admin import page_size_for, run  # noqa: E402
-from qmem.hermesimport import PROFILES  # noqa: E402
-from qmem.transport import HttpClient  # noqa: E402
+from qmem.admin import run  # noqa: E402
+from qmem.curation.importrun import page_size_for  # noqa: E402
+from qmem.clients.transport import HttpClient  # noqa: E402
+from qmem.curation.hermespoint import PROFILES  # noqa: E402
 from tests.fakes import FakeQdrant  # noqa: E402
 
 COLLECTION = "hermes_memories"

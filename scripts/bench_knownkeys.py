@@ -1,4 +1,4 @@
-"""Benchmark the redaction of qmem's own keys by value (qmem.knownkeys).
+"""Benchmark the redaction of qmem's own keys by value (qmem.clients.knownkeys).
 
     python scripts/bench_knownkeys.py [--keys 3] [--size-mb 2] [--runs 5]
 
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qmem.knownkeys import KnownKeys  # noqa: E402
+from qmem.clients.knownkeys import KnownKeys  # noqa: E402
 
 
 def baseline(text: str) -> int:

@@ -35,10 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qmem.indexrecord import RECORD_COLUMNS, Observation  # noqa: E402
-from qmem.indexschema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from qmem.localdb.record import RECORD_COLUMNS, Observation  # noqa: E402
+from qmem.localdb.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from qmem.localdb.sessionimport import SessionImporter, SessionRoot  # noqa: E402
 from qmem.localindex import LocalIndex  # noqa: E402
-from qmem.sessions import SessionImporter, SessionRoot  # noqa: E402
 from sqltiming import TimedSQL  # noqa: E402
 
 # A realistic vocabulary: common words of five languages (with diacritics) plus generated

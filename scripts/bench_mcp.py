@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 import bench_localindex  # noqa: E402
-from qmem.cli import to_json_text  # noqa: E402
+from qmem.cli.frontend import to_json_text  # noqa: E402
 from qmem.local import render_find, run  # noqa: E402
 from qmem.localindex import LocalIndex  # noqa: E402
 from qmem.runtime import Runtime  # noqa: E402

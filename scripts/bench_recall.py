@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from qmem.diagnostics import Warnings  # noqa: E402
-from qmem.memorycontext import Excerpt, render_block  # noqa: E402
+from qmem.fence.memorycontext import Excerpt, render_block  # noqa: E402
 from qmem.recall import Recall  # noqa: E402
 from qmem.runtime import Runtime  # noqa: E402
 from tests.fakes import FakeEmbeddings, FakeQdrant, embed_text, refused_url  # noqa: E402

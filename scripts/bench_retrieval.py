@@ -44,7 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from qmem import local  # noqa: E402
-from qmem.localindex import LocalIndex, Observation, match_expression, query_terms  # noqa: E402
+from qmem.localdb.lexical import match_expression, query_terms  # noqa: E402
+from qmem.localdb.record import Observation  # noqa: E402
+from qmem.localindex import LocalIndex  # noqa: E402
 from sqltiming import TimedSQL  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "testdata" / "locomo_dev.json"

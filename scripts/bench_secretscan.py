@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 def load_scan(module_path: str | None):
     if module_path is None:
-        from qmem.secretscan import scan
+        from qmem.secretscan.engine import scan
         return scan
     path = Path(module_path)
     if path.is_dir():  # a checkout: its package, under a name that cannot clash with ours
@@ -144,7 +144,7 @@ import sys, time
 sys.path.insert(0, sys.argv[1])
 started = time.perf_counter()
 if sys.argv[2] == "scan":
-    from qmem.secretscan import scan
+    from qmem.secretscan.engine import scan
     scan("deploys of the billing service use blue-green switching since March")
 else:
     import json

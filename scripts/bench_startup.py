@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import bench_localindex  # noqa: E402
 from qmem.localindex import LocalIndex  # noqa: E402
-from qmem.mcpconfig import server_entry  # noqa: E402
+from qmem.setup.mcpconfig import server_entry  # noqa: E402
 from sqltiming import TimedSQL  # noqa: E402
 from tests.fakes import refused_url  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 SHADOW_MODULES = ("json", "uuid", "queue", "secrets", "random", "types", "signal", "sqlite3", "importlib")
 SHADOW_PACKAGES = ("http", "qmem")
 SHADOWED = SHADOW_MODULES + SHADOW_PACKAGES
-#: What runpy imports through sys.path[0] before any qmem code can act (see qmem/entrypath.py).
+#: What runpy imports through sys.path[0] before any qmem code can act (see qmem/entryguard.py).
 BEFORE_QMEM = ("types", "importlib", "qmem")
 
 

@@ -4,8 +4,8 @@ import sys
 import textwrap
 
 from qmem.breaker import Breaker, BreakerPolicy, endpoint_key
+from qmem.clients.transport import MAX_RETRY_AFTER_S
 from qmem.diagnostics import Warnings
-from qmem.transport import MAX_RETRY_AFTER_S
 
 from .fakes import Fault
 from .support import REPO, GatewayTestCase, TempHomeTestCase

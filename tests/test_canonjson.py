@@ -1,4 +1,4 @@
-"""Tests for qmem.canonjson (RFC 8785 canonical JSON)."""
+"""Tests for qmem.curation.canonjson (RFC 8785 canonical JSON)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,8 @@ import struct
 import unittest
 from pathlib import Path
 
-from qmem.canonjson import (
-    MAX_SAFE_INTEGER,
-    CanonicalJSONError,
-    StreamedArray,
-    canonical_bytes,
-    canonical_chunks,
-    sha256_hex,
+from qmem.curation.canonjson import (
+    MAX_SAFE_INTEGER, CanonicalJSONError, StreamedArray, canonical_bytes, canonical_chunks, sha256_hex,
 )
 from qmem.errors import QmemError
 

@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qmem import config
-from qmem.configfile import MAX_CONFIG_BYTES
 from qmem.errors import ConfigError
+from qmem.files.configfile import MAX_CONFIG_BYTES
 
 from .support import TempHomeTestCase, write_config
 from .test_bridge import BridgeProcess
@@ -174,7 +174,7 @@ class ConfigFileTests(TempHomeTestCase):
 
 HERMES = textwrap.dedent("""
     import json
-    from qmem import hermes
+    from qmem.hermes import adapter as hermes
 
     class Context:
         def __init__(self):

@@ -10,7 +10,7 @@ naming the variables in effect, aliases included, never their value.
 import json
 import os
 
-from qmem.credentialaudit import FlaggedValue, audit, flagged_values, hide_flagged, reused_keys
+from qmem.secretscan.audit import FlaggedValue, audit, flagged_values, hide_flagged, reused_keys
 
 from .support import TempHomeTestCase, write_config
 from .test_admin import ADMIN_KEY, RUNTIME_KEY, AdminTestCase

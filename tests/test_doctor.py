@@ -314,5 +314,5 @@ class SetupIsolationTests(TempHomeTestCase):
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
         loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
-        self.assertTrue({"qmem.doctor", "qmem.hostsetup", "qmem.mcpconfig"} <= loaded)
+        self.assertTrue({"qmem.setup.doctor", "qmem.setup.install", "qmem.setup.mcpconfig"} <= loaded)
         self.assertFalse({f"qmem.{name}" for name in ADMIN_MODULES} & loaded, loaded)

@@ -8,7 +8,7 @@ import unittest
 from pathlib import Path
 
 import qmem
-from qmem.pythonversion import unsupported_message
+from qmem.entryguard import unsupported_message
 
 from .support import REPO, TempHomeTestCase
 

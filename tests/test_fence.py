@@ -22,8 +22,8 @@ import unicodedata
 import unittest
 from pathlib import Path
 
-from qmem import lookalikes
-from qmem.memorycontext import (
+from qmem.fence import lookalikes
+from qmem.fence.memorycontext import (
     CLOSE_TAG, HEADER, LINE_PREFIX, NAME_MARKER, OPEN_TAG, TAG_MARKER, Excerpt, render_block, sanitize,
 )
 
@@ -412,7 +412,7 @@ BEYOND_THE_BOUNDS = {
 
 WATCHDOG_CHILD = r"""
 import json, sys
-from qmem.memorycontext import Excerpt, render_block, sanitize
+from qmem.fence.memorycontext import Excerpt, render_block, sanitize
 for name, parts, how in json.load(sys.stdin):
     text = "".join(piece * count for piece, count in parts)
     print(name, flush=True)

@@ -75,7 +75,8 @@ class ReadsOnAFullDiskTests(FullDiskTestCase):
         # of the file alone would be silently stale, so reads stop with a clear line instead.
         keep_log = textwrap.dedent("""
             import os, sys
-            from qmem.localindex import LocalIndex, Observation
+            from qmem.localdb.record import Observation
+            from qmem.localindex import LocalIndex
             index = LocalIndex(os.environ["QMEM_SQLITE"])
             index._conn.execute("PRAGMA wal_autocheckpoint = 0")
             index.learn([Observation(id="g-1", text="deploy note only in the log")])
@@ -97,7 +98,8 @@ class ReadsOnAFullDiskTests(FullDiskTestCase):
         # A host's bridge keeps its index open for the whole session.
         bridge = textwrap.dedent("""
             import json, os, sys
-            from qmem.localindex import LocalIndex, Observation
+            from qmem.localdb.record import Observation
+            from qmem.localindex import LocalIndex
             index = LocalIndex(os.environ["QMEM_SQLITE"])
             out = {"read_only": index.read_only, "found": len(index.find("deploy").records)}
             try:

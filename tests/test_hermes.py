@@ -16,7 +16,8 @@ from pathlib import Path
 from unittest import mock
 
 import qmem
-from qmem import config, hermes
+from qmem import config
+from qmem.hermes import adapter as hermes_adapter
 
 from .fakes import FakeEmbeddings, FakeQdrant, refused_url
 from .hosts import HERMES_VERSION, hermes_python
@@ -64,7 +65,7 @@ class ContractTests(GatewayTestCase):
         ctx = ctx or DocumentedContext()
         self.addCleanup(self.forget_session)
         with mock.patch.dict("os.environ", env, clear=True), contextlib.redirect_stderr(self.stderr):
-            hermes._session = None
+            hermes_adapter._session = None
             qmem.register(ctx)
         return ctx
 
@@ -82,11 +83,11 @@ class ContractTests(GatewayTestCase):
     def test_register_against_a_hermes_without_middleware(self):
         for ctx in (DocumentedContext(), MiddlewareContext()):  # the second: this process has no Hermes loaded
             with self.subTest(context=type(ctx).__name__):
-                hermes._said_no_middleware = False
+                hermes_adapter._said_no_middleware = False
                 self.stderr = io.StringIO()
                 self.register(self.env, ctx)
                 self.register(self.env, type(ctx)())  # Hermes may load plugins again: said once
-                self.assertEqual(self.stderr.getvalue(), hermes.NO_MIDDLEWARE + "\n")
+                self.assertEqual(self.stderr.getvalue(), hermes_adapter.NO_MIDDLEWARE + "\n")
                 self.assertEqual((ctx.hooks, ctx.middleware), ([], []))  # tools only: no rules, no recall
                 self.assertEqual(ctx.skills, {"qmem": REPO / "qmem" / "skills" / "qmem" / "SKILL.md"})
 
@@ -104,7 +105,7 @@ class ContractTests(GatewayTestCase):
         self.configure(recall={"qdrantUrl": "http://127.0.0.1:9", "embeddingsUrl": "http://127.0.0.1:9"})
         ctx = self.register(dict(self.env, QMEM_HOST="pi"))
         store = ctx.tools["qmem_store"]["handler"]
-        hermes._session = None  # a fresh "process" for this test's HOME, without a host identity
+        hermes_adapter._session = None  # a fresh "process" for this test's HOME, without a host identity
         with mock.patch.dict("os.environ", self.env, clear=True):
             answer = store({"text": "via hermes", "project_id": "p"}, task_id="t", session_id="s", user_task="u")
             failure = store({"text": "no project"}, task_id="t")
@@ -119,10 +120,10 @@ class ContractTests(GatewayTestCase):
 
     @staticmethod
     def forget_session():
-        if hermes._session is not None:
-            hermes._session.close()
-        hermes._session = None
-        hermes._said_no_middleware = False
+        if hermes_adapter._session is not None:
+            hermes_adapter._session.close()
+        hermes_adapter._session = None
+        hermes_adapter._said_no_middleware = False
 
     def test_hermes_treats_the_folder_as_a_general_plugin(self):
         head = (REPO / "qmem" / "__init__.py").read_text()[:8192]
@@ -133,10 +134,10 @@ class ContractTests(GatewayTestCase):
         self.assertTrue(manifest.startswith("name: qmem\n"))
 
     def test_nothing_of_the_pi_adapter_and_nothing_of_hermes_is_imported(self):
-        for module in ("hermes", "hermesrequest", "hermesturns"):
-            tree = ast.parse((REPO / "qmem" / f"{module}.py").read_text())
+        for module in ("adapter", "request", "turns"):
+            tree = ast.parse((REPO / "qmem" / "hermes" / f"{module}.py").read_text())
             imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
-            relative = {node.module for node in imports if isinstance(node, ast.ImportFrom) and node.level}
+            relative = {node.module for node in imports if isinstance(node, ast.ImportFrom) and node.level > 1}
             absolute = {alias.name.split(".")[0] for node in imports if isinstance(node, ast.Import)
                         for alias in node.names} | {node.module.split(".")[0] for node in imports
                                                     if isinstance(node, ast.ImportFrom) and not node.level}

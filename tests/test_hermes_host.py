@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from qmem.diagnostics import SENTENCES
-from qmem.memorycontext import HEADER, OPEN_TAG
+from qmem.fence.memorycontext import HEADER, OPEN_TAG
 
 from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault, embed_text, refused_url, unused_port
 from .fakes.llm import FakeLLM, Reply, text_of

@@ -1,4 +1,4 @@
-"""What qmem adds to a Hermes provider request (qmem.hermesrequest) and which turns recall (qmem.hermesturns).
+"""What qmem adds to a Hermes provider request (qmem.hermes.request) and which turns recall (qmem.hermes.turns).
 
 Pure functions and a small locked LRU: no Hermes needed.  The request shapes are the ones Hermes
 0.19 builds (agent/transports, agent/anthropic_adapter.py, agent/bedrock_adapter.py).
@@ -8,9 +8,9 @@ import copy
 import threading
 import unittest
 
-from qmem.hermesrequest import amended, offered_tools, prompt_found, text_of
-from qmem.hermesturns import MAX_TURNS, Turns, main_turn, prompt_text
-from qmem.memorycontext import CLOSE_TAG, OPEN_TAG
+from qmem.fence.memorycontext import CLOSE_TAG, OPEN_TAG
+from qmem.hermes.request import amended, offered_tools, prompt_found, text_of
+from qmem.hermes.turns import MAX_TURNS, Turns, main_turn, prompt_text
 
 RULES = "## qmem rules (shared long-term memory)\n- rule one"
 PROMPT = "how do blue green deploys work"

@@ -2,40 +2,40 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import struct
+import sys
 import unicodedata
 import unittest
 from array import array
 
-from qmem.adminqdrant import NON_FINITE, parse_page
-from qmem.canonjson import canonical_bytes
-from qmem.errors import InputError
-from qmem.hermesimport import (
-    Accepted,
-    Rejected,
-    Skipped,
-    decode_vector,
-    destination_point_id,
-    normalize_point,
-    parse_source_id,
+from qmem.curation.canonjson import canonical_bytes
+from qmem.curation.hermespoint import (
+    Accepted, Rejected, Skipped, destination_payload, destination_point_id, normalize_point, parse_source_id,
 )
-from qmem.hermesimportplan import (
-    ImportReport,
-    PlanInputs,
-    PlanManifest,
-    compatibility_problems,
-    endpoint_identity,
-    manifest_document,
+from qmem.curation.plan import (
+    ImportReport, PlanInputs, PlanManifest, compatibility_problems, endpoint_identity, manifest_document,
     validate_source_url,
 )
+from qmem.curation.qdrant import NON_FINITE, parse_page
+from qmem.errors import InputError
 from qmem.recall import is_eligible
 
 DIM = 4
 PLAN_ID = "0123456789abcdef" * 4
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5" * 3 + "F6g7H8"
 IDENTITY_ID = "5d0f8a8e-2b7c-5e0e-9c55-3c2f3d1c6a11"  # hermes-plugin-qdrant-memory's reserved point
+
+
+def decode_vector(encoded: str) -> array:
+    """The float64 array an encoded vector stands for (little-endian bytes, base64), read here
+    independently of the code that wrote it."""
+    vector = array("d", base64.b64decode(encoded, validate=True))
+    if sys.byteorder != "little":
+        vector.byteswap()
+    return vector
 
 
 def qdrant_memory_payload(text: str = "Deploys use blue-green switching", **changes: object) -> dict:
@@ -88,7 +88,7 @@ class QdrantMemoryProfileTests(unittest.TestCase):
             with self.subTest(project=project):
                 outcome = normalize_point(point(7, qdrant_memory_payload()), inputs(project=project))
                 self.assertIsInstance(outcome, Accepted)
-                payload = outcome.destination_payload(PLAN_ID)
+                payload = destination_payload(outcome.payload, PLAN_ID)
                 self.assertTrue(is_eligible(payload, host="pi", project="shop", lane=lane))
                 self.assertFalse(is_eligible(payload, host="prime", project="shop", lane=lane))
                 other_lane = "host" if lane == "project" else "project"
@@ -104,7 +104,7 @@ class QdrantMemoryProfileTests(unittest.TestCase):
             "session_id": "sess-42", "source_label": "tool", "tags": ["ops", "deploy"], "importance": 0.7,
             "metadata": {"origin": "chat", "turn": 3}})
         self.assertNotIn("import_run_id", outcome.payload)  # it is the plan id, set when written
-        self.assertEqual(outcome.destination_payload(PLAN_ID)["import_run_id"], PLAN_ID)
+        self.assertEqual(destination_payload(outcome.payload, PLAN_ID)["import_run_id"], PLAN_ID)
 
     def test_fields_outside_the_allowlist_are_dropped(self):
         raw = qdrant_memory_payload(cloud_origin={"id": "c1"}, api_token="should never travel", extra=[1, 2])
@@ -214,7 +214,8 @@ class Mem0ProfileTests(unittest.TestCase):
         for dropped in ("role", "mood", "hash", "data"):
             self.assertNotIn(dropped, payload)
         self.assertNotIn("mood", outcome.source_payload)
-        self.assertTrue(is_eligible(outcome.destination_payload(PLAN_ID), host="pi", project="x", lane="host"))
+        payload = destination_payload(outcome.payload, PLAN_ID)
+        self.assertTrue(is_eligible(payload, host="pi", project="x", lane="host"))
 
     def test_mem0_edge_cases(self):
         no_created = mem0_payload()

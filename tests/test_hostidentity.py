@@ -5,7 +5,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from qmem.hostidentity import HostEvidence, host_votes, identify_host, installed_evidence
+from qmem.hosts.identity import HostEvidence, host_votes, identify_host, installed_evidence
 
 HOME = {"HOME": "/home/u"}
 

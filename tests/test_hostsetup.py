@@ -4,7 +4,7 @@ import json
 import os
 import unittest
 
-from qmem import hermesconfig
+from qmem.setup import hermesconfig
 
 from .support import REPO, TempHomeTestCase
 

@@ -9,67 +9,113 @@ import textwrap
 import unittest
 from pathlib import Path
 
+from .packagemap import declared_all, folder_of, import_closure, import_sites, modules, names_used, tree
 from .support import REPO, TempHomeTestCase
 
 PACKAGE = REPO / "qmem"
-#: The admin surface: reached only as ``python -m qmem.admin``; nothing at runtime may import it.
-ADMIN_MODULES = {"admin", "adminargs", "admincontext", "adminimport", "admininit", "adminqdrant", "adminrender",
-                 "adminstatus", "hermesimport", "hermesimportplan"}
+#: The admin surface: ``python3 -m qmem.admin`` and its folder; nothing at runtime may import it.
+ADMIN_MODULES = {"admin"} | {name for name in modules() if folder_of(name) == "curation"}
+#: Where a running host, the MCP server, the bridge and ``qmem.local`` start.
+RUNTIME_ROOTS = ("", "local", "mcp", "bridge", "hermes.adapter", "hosts.session", "store", "sync", "recall")
 
 #: What one reader holds in mind (issue 21): past it, a module is split along a real seam.
 MAX_MODULE_LINES = 650
+#: The root shows the product (issue 26): its entries, the design card's modules, a few shared
+#: services; every lane is a folder, and a folder one reader can survey.
+MAX_ROOT_MODULES, MAX_FOLDER_MODULES = 20, 12
+#: Names a module offers without anything in qmem importing them: the console scripts' ``main``
+#: (pyproject.toml) and Hermes' ``register``.
+ENTRY_NAMES = {("local", "main"), ("admin", "main"), ("mcp", "main"), ("", "register")}
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) for every import in ``path``, relative ones resolved inside qmem."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = "qmem" + (f".{node.module}" if node.module else "")
-                found.append((node.lineno, base))
-                if not node.module:
-                    found += [(node.lineno, f"qmem.{alias.name}") for alias in node.names]
-            else:
-                found.append((node.lineno, node.module or ""))
-    return found
+def _same_folder(a: str, b: str) -> bool:
+    """Two modules of one lane folder (each module at the root is a lane of its own)."""
+    return folder_of(a) == folder_of(b) != ""
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 class StaticTests(unittest.TestCase):
     def test_runtime_code_imports_only_the_standard_library(self):
-        allowed = set(sys.stdlib_module_names) | {"__future__", "qmem"}
-        offenders = [f"{path.name}:{line} {module}" for path in sorted(PACKAGE.glob("*.py"))
-                     for line, module in _imports(path) if module.split(".")[0] not in allowed]
+        allowed = set(sys.stdlib_module_names) | {"__future__"}
+        offenders = []
+        for name, path in modules().items():
+            for node in ast.walk(tree(name)):
+                if isinstance(node, ast.Import):
+                    offenders += [f"{name}:{node.lineno} {a.name}" for a in node.names
+                                  if a.name.split(".")[0] not in allowed | {"qmem"}]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    if (node.module or "").split(".")[0] not in allowed | {"qmem"}:
+                        offenders.append(f"{name}:{node.lineno} {node.module}")
         self.assertEqual(offenders, [])
 
     def test_every_module_fits_in_a_readers_head(self):
-        sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in PACKAGE.glob("*.py")}
+        sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()}
         self.assertEqual({name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}, {})
+
+    def test_the_root_shows_the_product_and_every_folder_fits_in_view(self):
+        counts: dict[str, int] = {}
+        for path in PACKAGE.rglob("*.py"):
+            folder = path.parent.relative_to(PACKAGE).as_posix()
+            counts[folder] = counts.get(folder, 0) + 1
+        self.assertLessEqual(counts["."], MAX_ROOT_MODULES, "Python modules at qmem/")
+        self.assertEqual({folder: n for folder, n in counts.items() if folder != "." and n > MAX_FOLDER_MODULES}, {})
+        # An entry is a module, never a package: a package would run its __init__ before the entry's guard.
+        for entry in ("local", "admin", "mcp", "bridge"):
+            self.assertTrue((PACKAGE / f"{entry}.py").is_file(), entry)
+        # The design card's five modules stay importable where it names them.
+        for card in ("recall", "store", "breaker", "localindex", "admin"):
+            self.assertTrue((PACKAGE / f"{card}.py").is_file(), card)
 
     def test_no_module_reaches_for_another_modules_private_names(self):
         offenders = []
-        for path in sorted(PACKAGE.glob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            modules = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                       and (node.level or (node.module or "").startswith("qmem")) and not node.module
-                       for alias in node.names}  # from . import config [as config_mod]
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("qmem")):
-                    offenders += [f"{path.name}:{node.lineno} imports {alias.name}" for alias in node.names
-                                  if alias.name.startswith("_") and not alias.name.startswith("__")]
-                elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                      and node.value.id in modules and node.attr.startswith("_") and not node.attr.startswith("__")):
-                    offenders.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+        for name in modules():
+            module_aliases = {}
+            for node in ast.walk(tree(name)):
+                if isinstance(node, ast.ImportFrom):
+                    offenders += [f"{name}:{node.lineno} imports {alias.name}" for alias in node.names
+                                  if _private(alias.name) and (node.level or (node.module or "").startswith("qmem"))]
+            for line, module, attribute in import_sites(name):
+                if attribute is None:
+                    for node in ast.walk(tree(name)):
+                        if isinstance(node, ast.ImportFrom) and node.lineno == line:
+                            for alias in node.names:
+                                module_aliases[alias.asname or alias.name] = module
+            for node in ast.walk(tree(name)):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.value.id in module_aliases and _private(node.attr)):
+                    offenders.append(f"{name}:{node.lineno} uses {node.value.id}.{node.attr}")
+        self.assertEqual(offenders, [])
+
+    def test_a_folder_offers_only_what_other_lanes_import(self):
+        """Private by default: a name imported from another folder is in its module's ``__all__``,
+        and a name in an ``__all__`` is imported by some module of another folder."""
+        used_outside: dict[str, set[str]] = {name: set() for name in modules()}
+        offenders = []
+        for importer in modules():
+            for line, module, attribute in names_used(importer):
+                if _same_folder(importer, module) or attribute.startswith("__"):  # dunders: never in __all__
+                    continue
+                used_outside[module].add(attribute)
+                offered = declared_all(module)
+                if offered is None or attribute not in offered:
+                    offenders.append(f"{importer}:{line} imports {attribute} from {module or 'qmem'}, "
+                                     f"not in its __all__")
+        for name in modules():
+            for offered in declared_all(name) or ():
+                if offered not in used_outside[name] and (name, offered) not in ENTRY_NAMES:
+                    offenders.append(f"{name}.__all__ offers {offered}, which no other folder imports")
         self.assertEqual(offenders, [])
 
     def test_nothing_outside_the_admin_surface_imports_it(self):
-        offenders = [f"{path.name}:{line} {module}" for path in sorted(PACKAGE.glob("*.py"))
-                     if path.stem not in ADMIN_MODULES
-                     for line, module in _imports(path)
-                     if module.startswith("qmem.") and ADMIN_MODULES & set(module.split(".")[1:])]
+        offenders = [f"{name}:{line} {module}" for name in modules() if name not in ADMIN_MODULES
+                     for line, module, _ in import_sites(name) if module in ADMIN_MODULES]
         self.assertEqual(offenders, [])
+        reached = import_closure(RUNTIME_ROOTS)
+        self.assertIn("setup.doctor", reached)  # the walk really follows imports, function-level ones too
+        self.assertEqual(reached & ADMIN_MODULES, set())
 
 
 RUNTIME_PATHS = textwrap.dedent("""
@@ -79,7 +125,8 @@ RUNTIME_PATHS = textwrap.dedent("""
     env = {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
     os.environ.clear(); os.environ.update(env)
 
-    from qmem import local, plugin, bridge, mcp, hermes, recall, store, sync
+    from qmem import local, bridge, mcp, recall, store, sync
+    from qmem.hosts import session as plugin
     assert local.run(["status"], env=env).code == 0
     assert local.run(["store", "--queue-only", "--project", "p", "--text", "isolation"], env=env).code == 0
     assert local.run(["find", "isolation"], env=env).code == 0

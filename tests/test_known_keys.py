@@ -1,6 +1,6 @@
 """qmem's own keys, known by value, never come back out: not from a server's error, id or record.
 
-The unit tests pin :class:`qmem.knownkeys.KnownKeys` (every 12-character piece, short values
+The unit tests pin :class:`qmem.clients.knownkeys.KnownKeys` (every 12-character piece, short values
 whole, documents, linear time under a watchdog).  The end-to-end test gives every credential
 variable a sentinel value (random, so no scanner shape matches it), makes the fake gateway,
 Qdrant and embeddings services echo those values bare, in JSON values, in ids and in 409
@@ -16,9 +16,9 @@ import sys
 import textwrap
 import unittest
 
-from qmem import gateway as gateway_mod
+from qmem.clients import gateway as gateway_mod
+from qmem.clients.knownkeys import MARKER, PIECE, KnownKeys, known_keys, safe_server_text
 from qmem.config import CREDENTIAL_VARIABLES
-from qmem.knownkeys import MARKER, PIECE, KnownKeys, known_keys, safe_server_text
 
 from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault
 from .support import REPO, TempHomeTestCase, write_config
@@ -116,7 +116,7 @@ class HostileInputTests(unittest.TestCase):
         # Every position of the near miss is a candidate and none is a piece; the key's 100
         # identical blocks made the first version of this module take over 7 minutes on it.
         code = textwrap.dedent("""
-            from qmem.knownkeys import KnownKeys
+            from qmem.clients.knownkeys import KnownKeys
             keys = KnownKeys(["a" * 600, "ab" * 40, "short"])
             near = ("a" * 11 + "b") * 200_000
             assert keys.redact(near) == near

@@ -16,7 +16,6 @@ Four guards, each able to fail on its own:
   finds no SQLite, HTTP stack, scanner or lane module loaded.
 """
 
-import ast
 import gc
 import json
 import subprocess
@@ -25,60 +24,29 @@ import textwrap
 import types
 import unittest
 
+from qmem.clients.embeddings import EmbeddingsClient
+from qmem.clients.gateway import GatewayClient
+from qmem.clients.qdrant import ReadOnlyQdrant
 from qmem.config import load_config, resolve_paths
 from qmem.diagnostics import Warnings
-from qmem.embeddings import EmbeddingsClient
-from qmem.gateway import GatewayClient
+from qmem.hosts.recallservices import RecallServices
+from qmem.hosts.session import PluginSession
+from qmem.localdb.outbox import Outbox
 from qmem.localindex import LocalIndex
-from qmem.outbox import Outbox
-from qmem.plugin import PluginSession
-from qmem.qdrant import ReadOnlyQdrant
 from qmem.recall import Recall
-from qmem.recallservices import RecallServices
 from qmem.runtime import Runtime
 
 from .fakes import FakeEmbeddings, FakeQdrant, embed_text
+from .packagemap import import_closure
 from .support import REPO, GatewayTestCase
 
-PACKAGE = REPO / "qmem"
 #: The recall lane, and the handle it is given.
-RECALL_LANE = ("recall", "qdrant", "embeddings", "memorycontext", "recallservices")
+RECALL_LANE = ("recall", "clients.qdrant", "clients.embeddings", "fence.memorycontext", "hosts.recallservices")
 #: What the recall lane must never load: the writable local side, the gateway lane, the runtime.
-WRITABLE_SIDE = {"localindex", "outbox", "store", "sync", "gateway", "runtime"}
+WRITABLE_SIDE = {"localindex", "localdb.outbox", "store", "sync", "clients.gateway", "runtime"}
 
 DIM = 32
 READ_KEY, EMB_KEY = "lane-read-key", "lane-embedding-key"
-
-
-def qmem_imports(name: str) -> set[str]:
-    """The qmem modules ``qmem/<name>.py`` imports, anywhere in the file (the package's
-    ``__init__`` at module level only: its one import runs inside Hermes' ``register``)."""
-    tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
-    nodes = tree.body if name == "__init__" else list(ast.walk(tree))
-    found = set()
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            found.add(node.module.split(".")[0] if node.module else "__init__")
-            if not node.module:
-                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qmem"):
-            found.add(node.module.split(".")[1] if "." in node.module else "__init__")
-            if node.module == "qmem":
-                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
-        elif isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[1] for alias in node.names if alias.name.startswith("qmem."))
-    return found
-
-
-def import_closure(roots: tuple[str, ...]) -> set[str]:
-    seen: set[str] = set()
-    pending = list(roots)
-    while pending:
-        name = pending.pop()
-        if name not in seen:
-            seen.add(name)
-            pending += qmem_imports(name)
-    return seen
 
 
 def reachable(root: object) -> list[object]:
@@ -107,7 +75,7 @@ def reachable(root: object) -> list[object]:
 class StaticTests(unittest.TestCase):
     def test_the_recall_lane_imports_nothing_of_the_writable_side(self):
         closure = import_closure(RECALL_LANE)
-        self.assertIn("secretscan", closure)  # the walk really follows imports
+        self.assertIn("secretscan.engine", closure)  # the walk really follows imports
         self.assertEqual(closure & WRITABLE_SIDE, set(), sorted(closure))
 
 
@@ -118,7 +86,7 @@ LANE_RUN = textwrap.dedent("""
     from qmem import config
     from qmem.diagnostics import Warnings
     from qmem.recall import Recall
-    from qmem.recallservices import recall_services
+    from qmem.hosts.recallservices import recall_services
 
     env = dict(os.environ)
     loaded = config.load_config(env)
@@ -166,7 +134,7 @@ class LaneProcessTests(RecallLaneTestCase):
         self.assertEqual(len(self.embeddings.inputs), 2)
         self.assertEqual(self.qdrant.mutations(), [])
         loaded = {name.removeprefix("qmem.") for name in report["modules"]}
-        self.assertLessEqual({"recall", "qdrant", "embeddings", "memorycontext", "recallservices"}, loaded)
+        self.assertLessEqual(set(RECALL_LANE), loaded)
         self.assertEqual(loaded & WRITABLE_SIDE, set(), sorted(loaded))
         self.assertFalse(resolve_paths(load_config(self.env), self.env).database.exists())  # no index was made
 
@@ -211,7 +179,7 @@ STARTUP_LANES = textwrap.dedent("""
     import io, json, sys
     from qmem import bridge, mcp
     from qmem.diagnostics import Warnings
-    from qmem.plugin import PluginSession
+    from qmem.hosts.session import PluginSession
 
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -237,6 +205,6 @@ class StartUpLaneTests(GatewayTestCase):
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
         loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
-        unused = {"sqlite3", "http.client", "ssl", "qmem.secretscan", "qmem.localindex", "qmem.outbox",
-                  "qmem.gateway", "qmem.store", "qmem.sync", "qmem.recall", "qmem.qdrant", "qmem.embeddings"}
+        unused = {"sqlite3", "http.client", "ssl", "qmem.secretscan.engine", "qmem.localindex", "qmem.localdb.outbox",
+                  "qmem.clients.gateway", "qmem.store", "qmem.sync", "qmem.recall", "qmem.clients.qdrant", "qmem.clients.embeddings"}
         self.assertEqual(unused & loaded, set())

@@ -1,6 +1,6 @@
 import unittest
 
-from qmem.lexical import MAX_QUERY_TERMS, STOPWORDS, match_expression, query_terms
+from qmem.localdb.lexical import MAX_QUERY_TERMS, STOPWORDS, match_expression, query_terms
 
 
 class StopwordTests(unittest.TestCase):

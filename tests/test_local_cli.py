@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from qmem.localindex import SCHEMA_VERSION
+from qmem.localdb.schema import SCHEMA_VERSION
 
 from .fakes import FakeGateway, refused_url
 from .sessionfiles import SessionFile
@@ -278,7 +278,7 @@ class ProgressTests(TempHomeTestCase):
     def test_only_on_a_terminal_and_only_when_long(self):
         import io
 
-        from qmem.cli import Progress
+        from qmem.cli.frontend import Progress
 
         class Terminal(io.StringIO):
             def isatty(self):

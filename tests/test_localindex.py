@@ -10,11 +10,12 @@ import unittest
 from pathlib import Path
 
 from qmem.errors import CorruptIndexError, InputError, LocalIndexError
-from qmem.indexrecord import Observation, Record, merge_observation, observation_from_record
-from qmem.indexschema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from qmem.lexical import match_expression, query_terms
+from qmem.localdb.lexical import match_expression, query_terms
+from qmem.localdb.record import Observation, Record, merge_observation, observation_from_record
+from qmem.localdb.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from qmem.localindex import LocalIndex
 
+from .packagemap import imports_of, modules, tree
 from .support import REPO, TempHomeTestCase, unprivileged_runner
 
 HOSTILE_QUERIES = [
@@ -86,7 +87,7 @@ class SchemaTests(IndexTestCase):
                 self.assertEqual(conn.execute("SELECT tail FROM import_files").fetchall(), [])
 
     def test_migration_reports_progress_and_indexes_every_record(self):
-        import qmem.indexschema as schema
+        import qmem.localdb.schema as schema
 
         texts = [f"record number {i} about walking" for i in range(23)]
         path = self.make_old(2, texts)
@@ -269,7 +270,7 @@ class FindTests(IndexTestCase):
         self.assertIn("s4", shown)
 
     def test_pending_records_are_found_and_marked(self):
-        from qmem.outbox import Outbox
+        from qmem.localdb.outbox import Outbox
         from qmem.records import NewRecord
 
         pending = Outbox(self.index).enqueue(NewRecord(text="queued gateway note", project_id="alpha"))
@@ -486,8 +487,9 @@ READER = r"""
 import json, sys
 from qmem import local
 from qmem.errors import LocalIndexError
-from qmem.localindex import LocalIndex, Observation
-from qmem.outbox import Outbox
+from qmem.localdb.record import Observation
+from qmem.localindex import LocalIndex
+from qmem.localdb.outbox import Outbox
 
 index = LocalIndex(sys.argv[1])
 out = {"read_only": index.read_only, "found": [r.id for r in index.find("kept").records],
@@ -528,7 +530,7 @@ class ReadOnlyTests(TempHomeTestCase):
         self.addCleanup(os.chmod, self.directory, 0o700)
         with LocalIndex(self.path) as index:
             sample(index, "k1", "kept record one")
-            from qmem.outbox import Outbox
+            from qmem.localdb.outbox import Outbox
             from qmem.records import NewRecord
 
             Outbox(index).enqueue(NewRecord(text="kept queued note", project_id="p"))
@@ -596,25 +598,26 @@ INDEX_STATEMENT = re.compile(
 
 class OwnershipTests(unittest.TestCase):
     """The index's tables have one owner: localindex runs their statements (composing the row
-    statements of indexrows, which nothing else imports), indexschema defines them."""
+    statements of localdb.rows, which nothing else imports), localdb.schema defines them."""
+
+    OWNERS = ("localindex", "localdb.rows", "localdb.schema")
 
     def test_no_other_module_holds_a_statement_on_the_index_tables(self):
         offenders = []
-        for path in sorted((REPO / "qmem").glob("*.py")):
-            if path.stem in ("localindex", "indexrows", "indexschema"):
+        for name in modules():
+            if name in self.OWNERS:
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(tree(name)):
                 text = node.value if isinstance(node, ast.Constant) else None
                 if isinstance(text, str) and INDEX_STATEMENT.search(text):
-                    offenders.append(f"{path.name}:{node.lineno}")
+                    offenders.append(f"{name}:{node.lineno}")
         self.assertEqual(offenders, [])
-
+        self.assertTrue(any(INDEX_STATEMENT.search(node.value) for node in ast.walk(tree("localdb.rows"))
+                            if isinstance(node, ast.Constant) and isinstance(node.value, str)))  # it can see one
 
     def test_only_the_owner_composes_the_row_statements(self):
-        importers = sorted(path.name for path in (REPO / "qmem").glob("*.py") if path.stem != "indexrows"
-                           and re.search(r"^\s*from \.indexrows import|^\s*from \. import .*\bindexrows\b|qmem\.indexrows",
-                                         path.read_text(encoding="utf-8"), re.MULTILINE))
-        self.assertEqual(importers, ["localindex.py"])
+        importers = sorted(name for name in modules() if name != "localdb.rows" and "localdb.rows" in imports_of(name))
+        self.assertEqual(importers, ["localindex"])
 
 
 class RecordJsonTests(unittest.TestCase):

@@ -101,7 +101,7 @@ class RawProtocolTests(GatewayTestCase):
         self.assertNotIn("memory_search", listed(dict(self.env, QMEM_HOST="pi")))
 
     def test_instructions_are_the_rules_block_with_the_machine(self):
-        from qmem.rules import machine_identity
+        from qmem.hosts.rules import machine_identity
 
         (self.home / "shop" / ".git").mkdir(parents=True)
         proc = subprocess.run([sys.executable, "-m", "qmem.mcp"], input=json.dumps(self.initialize()) + "\n",

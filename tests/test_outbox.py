@@ -2,9 +2,9 @@ import subprocess
 import sys
 import textwrap
 
-from qmem.indexrecord import Observation
+from qmem.localdb.outbox import Outbox
+from qmem.localdb.record import Observation, Outcome
 from qmem.localindex import LocalIndex
-from qmem.outbox import Outbox, Outcome
 from qmem.records import NewRecord, is_local_id
 
 from .support import REPO, TempHomeTestCase
@@ -51,7 +51,7 @@ class OutboxTests(TempHomeTestCase):
         script = textwrap.dedent(f"""
             import os
             from qmem.localindex import LocalIndex
-            from qmem.outbox import Outbox, Outcome
+            from qmem.localdb.outbox import Outbox, Outcome
             index = LocalIndex({str(self.path)!r})
             assert len(Outbox(index).claim_batch(5, lease_seconds=3600)) == 1
             os._exit(0)  # dies holding a one-hour claim
@@ -62,8 +62,9 @@ class OutboxTests(TempHomeTestCase):
     def test_synced_adopts_the_gateway_id_everywhere(self):
         target = self.queue("the original claim")
         correction = self.queue("the corrected claim", supersedes_id=target.id, supersede_reason="was wrong")
-        synced = self.outbox.mark_synced(target.local_id, {"id": "g-100", "text": "the original claim",
-                                                            "created_at": "2026-11-01T00:00:00Z"})
+        self.outbox.record_outcomes([Outcome.synced(target.local_id, {"id": "g-100", "text": "the original claim",
+                                                                      "created_at": "2026-11-01T00:00:00Z"})])
+        synced = self.index.get("g-100")
         self.assertEqual((synced.id, synced.local_id, synced.state), ("g-100", target.local_id, "synced"))
         self.assertIsNone(self.index.get("nonexistent"))
         self.assertEqual(self.index.get(target.local_id).id, "g-100")  # still reachable by local id
@@ -73,14 +74,14 @@ class OutboxTests(TempHomeTestCase):
         self.assertEqual(self.index.get(correction.id).supersedes_id, "g-100")  # reference remapped
         self.assertEqual(self.outbox.gateway_id(target.local_id), ("synced", "g-100"))
         # The correction syncing marks its target superseded, so find hides it.
-        self.outbox.mark_synced(correction.local_id, {"id": "g-101"})
+        self.outbox.record_outcomes([Outcome.synced(correction.local_id, {"id": "g-101"})])
         self.assertEqual(self.index.get("g-100").superseded_by, "g-101")
         self.assertEqual([r.id for r in self.index.find("claim").records], ["g-101"])
 
     def test_synced_merges_with_a_row_learned_meanwhile(self):
         rec = self.queue("learned twice")
         self.index.learn([Observation(id="g-7", text="learned twice", coverage="partial", superseded_by="g-8")])
-        self.outbox.mark_synced(rec.local_id, {"id": "g-7", "text": "learned twice"})
+        self.outbox.record_outcomes([Outcome.synced(rec.local_id, {"id": "g-7", "text": "learned twice"})])
         self.assertEqual(self.index.status().records, 1)
         row = self.index.get("g-7")
         self.assertEqual((row.local_id, row.state, row.coverage, row.superseded_by),
@@ -95,9 +96,8 @@ class OutboxTests(TempHomeTestCase):
 
     def test_failed_and_duplicate_keep_the_text(self):
         a, b, c = self.queue("refused text"), self.queue("similar text"), self.queue("transient")
-        self.outbox.mark_failed(a.local_id, "422 kind invalid\n" + "x" * 1000)
-        self.outbox.mark_duplicate(b.local_id, "g-55")
-        self.outbox.release(c.local_id, "503")
+        self.outbox.record_outcomes([Outcome.failed(a.local_id, "422 kind invalid\n" + "x" * 1000),
+                                     Outcome.duplicate(b.local_id, "g-55"), Outcome.transient(c.local_id, "503")])
         failed, dup, pending = (self.index.get(x.id) for x in (a, b, c))
         self.assertEqual((failed.state, failed.text), ("failed", "refused text"))
         self.assertLessEqual(len(failed.reason), 300)
@@ -107,12 +107,3 @@ class OutboxTests(TempHomeTestCase):
         self.assertEqual(self.outbox.report().counts, {"pending": 1, "synced": 0, "duplicate": 1, "failed": 1})
         self.assertEqual([r.id for r in self.outbox.retry()], [a.id])
         self.assertEqual(self.index.get(a.id).state, "pending")
-
-    def test_requeue_restores_once(self):
-        rec = NewRecord(text="from a session file", project_id="p")
-        local_id = "local-" + "a" * 32
-        self.assertTrue(self.outbox.requeue(local_id, rec))
-        self.assertFalse(self.outbox.requeue(local_id, rec))
-        self.outbox.mark_synced(local_id, {"id": "g-1"})
-        self.assertFalse(self.outbox.requeue(local_id, rec))  # known under its gateway id now
-        self.assertEqual(self.index.status().records, 1)

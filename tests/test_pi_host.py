@@ -24,8 +24,8 @@ from .hostbench import (
     EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
     recall_blocks,
 )
-from .shadowing import clean_python, make_shadow_project, markers
 from .hosts import pi_executable
+from .shadowing import clean_python, make_shadow_project, markers
 
 
 class PiHostTests(AgentHostTestCase):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from qmem.diagnostics import SENTENCES, Warnings
 from qmem.errors import QmemError
-from qmem.plugin import PluginSession
-from qmem.rules import machine_identity, rules_block
+from qmem.hosts.rules import machine_identity, rules_block
+from qmem.hosts.session import PluginSession
+from qmem.hosts.tools import TOOLS, tools_document
 from qmem.store import ToolError
-from qmem.tools import TOOLS, tools_document
 
 from .support import GatewayTestCase, REPO, TempHomeTestCase, write_config
 
@@ -44,7 +44,7 @@ class ScriptedUI:
 class DefinitionTests(unittest.TestCase):
     def test_tools_json_is_generated_from_the_python_definitions(self):
         on_disk = json.loads((REPO / "qmem" / "tools.json").read_text())
-        self.assertEqual(on_disk, tools_document(), "regenerate: python3 -m qmem.tools --tools-json > qmem/tools.json")
+        self.assertEqual(on_disk, tools_document(), "regenerate: python3 -m qmem.hosts.tools --tools-json > qmem/tools.json")
 
     def test_every_tool_is_complete(self):
         self.assertEqual([t.name for t in TOOLS],

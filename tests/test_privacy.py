@@ -9,7 +9,7 @@ from qmem import config
 from qmem.config import Config
 from qmem.diagnostics import Warnings
 from qmem.errors import ConfigError, InputError
-from qmem.plugin import PluginSession
+from qmem.hosts.session import PluginSession
 from qmem.records import NewRecord
 from qmem.runtime import Runtime
 from qmem.store import ToolError, qmem_correct, qmem_search, qmem_store

@@ -4,10 +4,10 @@ import copy
 import threading
 import unittest
 
+from qmem.clients.qdrant import QdrantError, ReadOnlyQdrant, parse_collection_info
 from qmem.diagnostics import SENTENCES, Warnings
 from qmem.errors import InputError
-from qmem.memorycontext import CLOSE_TAG, LINE_PREFIX, OPEN_TAG, Excerpt, render_block
-from qmem.qdrant import QdrantError, ReadOnlyQdrant, parse_collection_info
+from qmem.fence.memorycontext import CLOSE_TAG, LINE_PREFIX, OPEN_TAG, Excerpt, render_block
 from qmem.recall import (
     RECALL_CUSTOM_TYPE, Recall, RecallError, auto_recall_gate, current_project, is_eligible, lane_filter, prompt_of,
     with_recall,

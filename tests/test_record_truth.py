@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from qmem.breaker import Breaker, BreakerPolicy
-from qmem.gateway import GatewayClient, GatewayUnavailable
+from qmem.clients.gateway import GatewayClient, GatewayUnavailable
 from qmem.records import NewRecord
 from qmem.store import qmem_correct, qmem_get, qmem_meta, qmem_search, qmem_store
 from qmem.sync import flush, pull

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from qmem.rules import project_suggestion, rules_block
+from qmem.hosts.rules import project_suggestion, rules_block
 
 from .support import REPO, TempHomeTestCase, write_config
 

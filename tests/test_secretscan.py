@@ -1,4 +1,4 @@
-"""Tests for qmem.secretscan.
+"""Tests for qmem.secretscan.engine.
 
 The corpus (``tests/corpora/secrets/*.jsonl``, made by ``make_corpus.py`` there) holds
 synthetic credentials over every family and benign texts; the checks here hold exactly on
@@ -24,9 +24,9 @@ import unittest
 from collections.abc import Iterator
 from pathlib import Path
 
-from qmem.secretphrase import WORD_LIST, is_seed_phrase, word_index, words
-from qmem.secretrules import RULES
-from qmem.secretscan import FAMILIES, Finding, describe, first_finding, redact, scan, scan_values
+from qmem.secretscan.engine import FAMILIES, Finding, describe, redact, scan, scan_values
+from qmem.secretscan.families import RULES
+from qmem.secretscan.seedphrase import WORD_LIST, is_seed_phrase, word_index, words
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -228,7 +228,7 @@ class FamilyTests(unittest.TestCase):
                 self.assertEqual([f.family for f in scan(text)], [family])
 
     def test_documented_examples_are_placeholders_for_key_ids_and_secrets_alike(self) -> None:
-        # One rule (qmem.secretvalues.is_placeholder): a value that says EXAMPLE is one.
+        # One rule (qmem.secretscan.values.is_placeholder): a value that says EXAMPLE is one.
         example_id = "AKIA" + "IOSFODNN7EXAMPLE"
         example_secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
         for text in [example_id, f"aws_access_key_id = {example_id}", f"aws_secret_access_key = {example_secret}",
@@ -525,11 +525,10 @@ class ResultTests(unittest.TestCase):
         self.assertEqual([f.family for f in findings], ["credential-url"] * 3)
         self.assertEqual([text[f.start:f.end] for f in findings], ["pw-9x8y7z", "abc123def", "zz99yy88"])
 
-    def test_first_finding(self) -> None:
-        self.assertIsNone(first_finding("nothing to see"))
+    def test_findings_come_in_text_order(self) -> None:
+        self.assertEqual(scan("nothing to see"), [])
         text = f"password=hunter22 then {GITHUB}"
-        self.assertEqual(first_finding(text), scan(text)[0])
-        self.assertEqual(first_finding(text).family, "credential-assignment")
+        self.assertEqual([f.family for f in scan(text)], ["credential-assignment", "github-token"])
 
     def test_scan_values_scans_each_value_separately(self) -> None:
         values = ["fine", f"key {STRIPE}", "also fine", f"pw: x and {GITHUB}"]

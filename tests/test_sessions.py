@@ -2,9 +2,10 @@ import json
 import os
 
 from qmem.errors import LocalIndexError
+from qmem.localdb.outbox import Outbox
+from qmem.localdb.record import Outcome
+from qmem.localdb.sessionimport import SessionImporter, learned_from_call, session_roots
 from qmem.localindex import LocalIndex
-from qmem.outbox import Outbox
-from qmem.sessions import SessionImporter, learned_from_call, session_roots
 
 from .sessionfiles import SessionFile
 from .support import TempHomeTestCase
@@ -78,6 +79,12 @@ class LearnTests(ImportTestCase):
         report = self.run_import()
         self.assertEqual(report.queued_restored, 0)
         self.assertEqual(Outbox(self.index).report().counts["pending"], 1)
+        # Once it is known under its gateway id, another file holding the same call restores nothing.
+        Outbox(self.index).record_outcomes([Outcome.synced(local_id, {"id": "g-1", "text": STORE_ARGS["text"]})])
+        again = self.session("2026-11-29T11-00-00-000Z_b.jsonl")
+        again.call("qmem_store", STORE_ARGS, details={"qmem": 1, "queued": True, "record": {"id": local_id}})
+        self.assertEqual(self.run_import().queued_restored, 0)
+        self.assertEqual((self.index.status().records, self.index.get(local_id).id), (1, "g-1"))
 
     def test_a_restore_that_fails_is_redone_by_the_next_import(self):
         # The disk fills while the import writes: what the file taught, the writes it queued and

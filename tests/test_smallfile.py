@@ -1,4 +1,4 @@
-"""``qmem.smallfile``: real files in a temporary directory, every read under a watchdog thread.
+"""``qmem.files.smallfile``: real files in a temporary directory, every read under a watchdog thread.
 
 Each kind of file that is there but must not be read (a FIFO, ``/dev/zero``, a directory, a
 socket, a dangling link, a loop of links, a file over the limit) and each document that must
@@ -15,8 +15,9 @@ import threading
 import unittest
 from pathlib import Path
 
-from qmem.smallfile import (MIB, OversizedNumber, UnreadableFile, decode_json, read_file_head, read_json_file,
-                            read_small_file)
+from qmem.files.smallfile import (
+    MIB, OversizedNumber, UnreadableFile, decode_json, read_file_head, read_json_file, read_small_file,
+)
 
 WATCHDOG_S = 60  # seconds; a read takes milliseconds, a hang forever
 CONTENT = "CONTENT-4b1d-never-shown"  # in every bad document; no message may carry it

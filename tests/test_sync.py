@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from qmem.indexrecord import Observation
+from qmem.localdb.record import Observation
 from qmem.records import NewRecord
 from qmem.sync import enrich, flush, pull
 

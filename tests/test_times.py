@@ -6,7 +6,7 @@ import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
-from qmem.indexrecord import Observation, stored_time
+from qmem.localdb.record import Observation, stored_time
 from qmem.localindex import LocalIndex
 from qmem.records import canonical_time, validate_new_record
 from qmem.store import qmem_meta, qmem_search

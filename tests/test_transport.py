@@ -6,7 +6,7 @@ import subprocess
 import threading
 import unittest
 
-from qmem.transport import HttpClient, TransportError, parse_retry_after
+from qmem.clients.transport import HttpClient, TransportError, parse_retry_after
 
 from .fakes import FakeGateway, Fault, refused_url
 

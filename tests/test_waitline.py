@@ -8,9 +8,9 @@ import sys
 import threading
 import unittest
 
-from qmem import transport
-from qmem.transport import HttpClient, TransportError
-from qmem.waitline import WaitLine
+from qmem.clients import progressline, transport
+from qmem.clients.progressline import ProgressLine
+from qmem.clients.transport import HttpClient, TransportError
 
 from .fakes import FakeGateway, Fault, refused_url
 from .support import GatewayTestCase
@@ -34,8 +34,8 @@ class WaitLineTests(unittest.TestCase):
         self.gateway = FakeGateway(api_key=None).start()
         self.addCleanup(self.gateway.stop)
         self.stream = RecordingStream()
-        transport.set_wait_observer(WaitLine(self.stream, quiet_s=0.05, every_s=0.05))
-        self.addCleanup(transport.set_wait_observer, None)
+        progressline.set_wait_observer(ProgressLine(self.stream, quiet_s=0.05, every_s=0.05))
+        self.addCleanup(progressline.set_wait_observer, None)
         self.client = HttpClient(self.gateway.url, connect_timeout=5, body_timeout=5, service="Memory Gateway")
         self.addCleanup(self.client.close)
 
@@ -55,7 +55,7 @@ class WaitLineTests(unittest.TestCase):
 
     def test_a_quick_answer_prints_nothing(self):
         # A quiet period no answer outlasts, however loaded the machine: the line is never due.
-        transport.set_wait_observer(WaitLine(self.stream, quiet_s=3600))
+        progressline.set_wait_observer(ProgressLine(self.stream, quiet_s=3600))
         self.client.request("GET", "/v1/status")
         self.assertEqual(self.stream.getvalue(), "")
 

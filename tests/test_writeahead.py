@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 
-from qmem.indexrecord import Observation, observation_from_record
+from qmem.localdb.record import Observation, observation_from_record
 from qmem.store import ToolError, qmem_correct, qmem_store
 
 from .fakes import Fault, refused_url

@@ -1,0 +1,270 @@
+"""The outbox: writes that wait in the local index until the gateway takes them.
+
+Promises:
+
+* :meth:`Outbox.enqueue` stores a ``pending`` record under a local id — the
+  Idempotency-Key it will be sent with (fresh, or the key a failed attempt already sent) —
+  and it is findable at once.
+* **A queued correction supersedes at once.**  Its target (by gateway or local id) is
+  marked ``superseded_by`` = the correction's local id in the same transaction, so default
+  search, meta and status hide and count it; the mark follows the correction to its
+  gateway id when it syncs, and is lifted if the gateway refuses the correction.
+* **A store is written ahead.**  :meth:`Outbox.write_ahead` queues a record that is about
+  to be sent, held by this process (the claim a flush takes), before the request leaves.
+  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row leaves the
+  outbox, since it never waited, references to its local id follow the gateway id, and the
+  index holds what a store that was never queued leaves), refused or not to be kept
+  (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A
+  process that dies before it settles leaves a pending row held by a gone process: the next
+  flush takes it over and sends it under the same key.
+* :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
+  are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
+  whose process on this machine is gone, may be claimed again; that re-send is safe
+  because the gateway answers a repeated Idempotency-Key with the same record.
+* Outcomes never lose the text: ``synced`` adopts the gateway id everywhere (the FTS
+  row follows, since it is keyed by rowid), ``duplicate`` keeps the matched id beside
+  the local record, ``failed`` keeps the reason, a ``transient`` outcome leaves the
+  record pending for the next flush.  A reason is one line of at most
+  :data:`MAX_REASON_CHARS` characters.
+* A correction of a local id that was never queued here is :class:`UnknownLocalRecord`, with
+  one message (:data:`UNKNOWN_LOCAL_TARGET`) wherever it is found: at store time, or at flush.
+* :meth:`Outbox.retry` puts failed records back to pending once the user fixed the cause;
+  they are scanned again, like every record, when a flush sends them.
+
+The outbox decides what its rows mean; the rows themselves, and every statement on them,
+are :class:`~qmem.localindex.LocalIndex`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import LocalIndexError, one_line
+from ..localindex import LocalIndex
+from ..records import NewRecord, is_local_id, new_local_id
+from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
+
+__all__ = ["Outbox", "HeldWrite", "QueueReport", "UnknownLocalRecord", "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
+
+MAX_REASON_CHARS = 300
+QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
+#: How many outbox records a report lists unless asked for another number (or all).
+QUEUE_LIMIT = 200
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
+
+#: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
+UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"
+
+
+class UnknownLocalRecord(LocalIndexError):
+    """A local id that no record of this outbox was queued under."""
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
+    that the list was cut."""
+
+    counts: dict[str, int]
+    records: tuple[Record, ...]
+    limit: int | None = QUEUE_LIMIT
+    more: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
+                "records": [record.to_json() for record in self.records]}
+
+
+@dataclass(frozen=True)
+class PendingCount:
+    """Pending records: ``free`` for any flusher to send, ``elsewhere`` held by another live
+    qmem process that is sending them right now."""
+
+    free: int
+    elsewhere: int
+
+
+def _bounded_reason(reason: str) -> str:
+    return one_line(reason, MAX_REASON_CHARS)
+
+
+@dataclass(frozen=True)
+class HeldWrite:
+    """A record queued ahead of its own send (:meth:`Outbox.write_ahead`) and the claim this
+    process holds it by; the row as :meth:`Outbox.enqueue` would have returned it."""
+
+    record: Record
+    token: str
+
+    @property
+    def local_id(self) -> str:
+        return self.record.id
+
+
+class Outbox:
+    """The queue of local writes, stored in the rows of a :class:`LocalIndex`."""
+
+    def __init__(self, index: LocalIndex) -> None:
+        self.index = index
+        self._machine = this_machine()
+
+    def enqueue(self, record: NewRecord, *, tool: str | None = None, key: str | None = None) -> Record:
+        """Queue ``record``; returns its row (the existing one if ``key`` is already known).
+
+        ``key`` is the Idempotency-Key to send it with: a store whose attempt may have
+        reached the gateway passes the key that attempt carried, so the gateway can answer
+        the flush with the record it already has.  Without ``key`` a fresh local id is used.
+        """
+        if key is not None and not is_local_id(key):
+            raise ValueError("key must be a qmem local id")
+        return self._insert(key or new_local_id(), record, tool=tool, session_file=None)[0]
+
+    def restored_row(self, local_id: str, record: NewRecord, *, tool: str | None = None,
+                     session_file: str | None = None, refused: str | None = None) -> Record:
+        """The row of a write found in a session file, queued under its original Idempotency-Key
+        (``refused``, a reason: kept as failed, never sent), not yet written: session import adds it with
+        :meth:`~qmem.localindex.LocalIndex.record_import`, in the transaction that saves how
+        far the file was read, so that the offset never gets ahead of the write."""
+        if not is_local_id(local_id):
+            raise ValueError("local_id must be a qmem local id")
+        return self._row(local_id, record, tool=tool, session_file=session_file, refused=refused)
+
+    def _insert(self, key: str, record: NewRecord, *, tool: str | None, session_file: str | None,
+                refused: str | None = None) -> tuple[Record, bool]:
+        return self.index.add_queued(self._row(key, record, tool=tool, session_file=session_file, refused=refused))
+
+    def _row(self, key: str, record: NewRecord, *, tool: str | None, session_file: str | None,
+             refused: str | None) -> Record:
+        now = utc_now()
+        return Record(
+            id=key, local_id=key, text=record.text, state="failed" if refused else "pending", coverage="full",
+            kind=record.kind, project_id=record.project_id, scope=record.scope, agent_id=record.agent_id,
+            source=record.source, created_at=now, expires_at=record.expires_at,
+            supersedes_id=record.supersedes_id, supersede_reason=record.supersede_reason,
+            reason=_bounded_reason(refused) if refused else None,
+            machine=self._machine, session_file=session_file, tool=tool,
+            content_hash=content_hash(record.text), learned_at=now,
+        )
+
+    def write_ahead(self, record: NewRecord, *, key: str, lease_seconds: float, tool: str | None = None
+                    ) -> HeldWrite:
+        """Queue ``record`` under ``key`` (a fresh local id: its Idempotency-Key), held by this
+        process for ``lease_seconds``, before it is sent; settle it with :meth:`record_accepted`,
+        :meth:`discard` or :meth:`release_held`.  While held, no flush sends it; once this process
+        is gone (or the lease ran out), the next flush does."""
+        if not is_local_id(key):
+            raise ValueError("key must be a qmem local id")
+        token = self._claim_token()
+        row, added = self.index.add_queued(self._row(key, record, tool=tool, session_file=None, refused=None),
+                                           claim=(token, time.time() + lease_seconds))
+        if not added:
+            raise ValueError("a write ahead needs a fresh key")
+        return HeldWrite(row, token)
+
+    def record_accepted(self, held: HeldWrite, gateway_id: str | None, learned: Iterable[Observation]) -> bool:
+        """The gateway accepted ``held`` as ``gateway_id`` on its own send: it leaves the outbox,
+        references to its local id follow, and ``learned`` is merged as for a store never queued.
+        False when a flush took it over meanwhile (its lease ran out): that flush records it."""
+        return self.index.adopt_held(held.local_id, held.token, gateway_id, learned)
+
+    def discard(self, held: HeldWrite) -> bool:
+        """Drop ``held``: the gateway refused it (a duplicate, a 4xx) and the store says "not
+        stored", or it may not be queued (``offlineQueue`` off).  A target it corrected is current
+        again.  False when a flush took it over meanwhile."""
+        return self.index.discard_held(held.local_id, held.token)
+
+    def release_held(self, held: HeldWrite) -> None:
+        """The gateway could not take ``held`` now: it stays pending, untouched, for the next flush."""
+        self.index.release_claims([held.local_id], token=held.token)
+
+    def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
+        """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
+        now = time.time()
+        return self.index.claim_pending(limit, token=self._claim_token(), now=now, until=now + lease_seconds,
+                                        holder_is_gone=self._holder_is_gone)
+
+    def _claim_token(self) -> str:
+        import uuid  # here, not at the top: only writes claim, and the CLI's reads load this module too
+
+        return f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+    def _holder_is_gone(self, token: str) -> bool:
+        # token = "<machine>:<pid>:<nonce>"; the machine name may itself contain ':'.
+        parts = token.rsplit(":", 2)
+        if len(parts) != 3 or parts[0] != self._machine or not parts[1].isdigit():
+            return False
+        pid = int(parts[1])
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # exists but belongs to someone else, or cannot tell
+        return False
+
+    def gateway_id(self, local_id: str) -> tuple[str, str]:
+        """``(state, id)`` of the record first queued as ``local_id``.
+
+        After a sync, ``id`` is the gateway's; corrections use it to remap a target
+        that was still local when they were written.  :class:`UnknownLocalRecord` when no
+        record was queued here under ``local_id``.
+        """
+        found = self.index.queued_state(local_id)
+        if found is None:
+            raise UnknownLocalRecord(UNKNOWN_LOCAL_TARGET)
+        return found
+
+    def record_outcomes(self, outcomes: Iterable[Outcome]) -> None:
+        """Apply what the gateway said about several records, in one transaction.
+
+        A flusher records a whole claimed batch at once: if it dies before this commit,
+        the rows stay claimed, are taken over and re-sent under the same Idempotency-Key,
+        and the gateway answers with the records it already has.
+        """
+        self.index.record_outcomes([_with_reason(outcome) for outcome in outcomes])
+
+    def release_claims(self, local_ids: Iterable[str]) -> None:
+        """Give up claims as they are, when the outcomes of a batch could not be recorded."""
+        self.index.release_claims(local_ids)
+
+    def retry(self, record_ids: Iterable[str] | None = None) -> tuple[Record, ...]:
+        """Put failed records back to pending, after the user fixed the cause: those named (by
+        id), or every failed record when None; returns them.  InputError, and nothing moves,
+        when a named record is not a failed one."""
+        return self.index.retry_failed(None if record_ids is None else list(record_ids))
+
+    def report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
+        """Counts by state and the most recent rows (failed and pending first), at most ``limit``
+        of them (None: all)."""
+        rows = self.index.queue_records(None if limit is None else limit + 1)
+        more = limit is not None and len(rows) > limit
+        return QueueReport(counts=self.index.queue_counts(), records=rows[:limit] if more else rows,
+                           limit=limit, more=more)
+
+    def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
+        """``{record id: local id of the queued correction}`` for those of ``record_ids`` that a
+        correction still waiting in this outbox supersedes (the gateway does not know yet)."""
+        return self.index.queued_corrections(record_ids)
+
+    def pending_count(self) -> int:
+        return self.index.count_pending()
+
+    def pending_by_holder(self) -> PendingCount:
+        """Pending records free to send, and those another live qmem process holds now."""
+        free, elsewhere = self.index.count_pending_by_holder(time.time(), self._holder_is_gone)
+        return PendingCount(free=free, elsewhere=elsewhere)
+
+
+def _with_reason(outcome: Outcome) -> Outcome:
+    """``outcome`` with the reason kept beside its record: one bounded line, never empty."""
+    if outcome.state == "synced" or (outcome.state == "pending" and not outcome.attempted):
+        return outcome  # nothing to say: adopted, or released untouched
+    reason = outcome.reason or ("not sent" if outcome.state == "pending" else outcome.state)
+    return replace(outcome, reason=_bounded_reason(reason))

@@ -1,0 +1,9 @@
+"""Putting qmem into hosts, taking it out, and checking the whole setup (``qmem.local install``,
+``uninstall``, ``doctor``, ``mcp-config``).  Only the offline CLI reaches this folder, on use.
+
+``install`` puts qmem into pi, Prime or Hermes and takes it out; ``installrecord`` remembers what
+install created; ``hostpackages`` finds qmem installed by pi's or Prime's own installer;
+``hostcheck`` is doctor's view of the hosts; ``hermesconfig`` enables qmem in Hermes'
+``config.yaml`` where the edit is certain; ``mcpconfig`` prints ready MCP server entries;
+``doctor`` checks every part.
+"""
