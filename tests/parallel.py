@@ -69,20 +69,17 @@ def _leaves(suite: Any) -> Iterator[Any]:
         yield suite
 
 
-def units_of(tests: Iterable[Any], prefix: str = "tests.") -> tuple[list[str], list[Any]]:
-    """The class units (``tests.test_x.Class``) a worker can load, in order, and the rest."""
-    units: list[str] = []
-    seen: set[str] = set()
+def units_of(tests: Iterable[Any], prefix: str = "tests.") -> tuple[dict[str, list[str]], list[Any]]:
+    """The class units (``tests.test_x.Class``) a worker can load, in order, each with the ids of
+    its selected tests (``-k`` may have kept only some), and the tests that must run here."""
+    units: dict[str, list[str]] = {}
     local: list[Any] = []
     for test in _leaves(tests):
         cls = type(test)
         module = cls.__module__
         if isinstance(test, unittest.TestCase) and module.startswith(prefix) and module != __name__ \
                 and getattr(sys.modules.get(module), cls.__name__, None) is cls:
-            name = f"{module}.{cls.__qualname__}"
-            if name not in seen:
-                seen.add(name)
-                units.append(name)
+            units.setdefault(f"{module}.{cls.__qualname__}", []).append(test.id())
         else:
             local.append(test)
     return units, local
@@ -184,7 +181,7 @@ class ParallelSuite(unittest.TestSuite):
             return super().run(result, debug)
         durations = _durations()
         order = sorted(units, key=lambda u: -durations.get(u, _DEFAULT_SECONDS))
-        measured = _Dispatcher(order, workers, result, self.path).run()
+        measured = _Dispatcher(order, units, workers, result, self.path).run()
         if local:
             unittest.TestSuite(local).run(result)
         if not self.path:  # a sample package's durations are not the suite's
@@ -195,7 +192,9 @@ class ParallelSuite(unittest.TestSuite):
 class _Dispatcher:
     """Hands units to workers one at a time and replays their events onto ``result``."""
 
-    def __init__(self, order: list[str], workers: int, result: unittest.TestResult, path: list[str]) -> None:
+    def __init__(self, order: list[str], selected: dict[str, list[str]], workers: int,
+                 result: unittest.TestResult, path: list[str]) -> None:
+        self.selected = selected
         self.path = path
         # Workers (and so the processes tests start with sys.executable) run on a clean interpreter.
         self.python = clean_interpreter() or sys.executable
@@ -281,7 +280,7 @@ class _Dispatcher:
             if self.pending:
                 unit = self.pending.pop(0)
                 current[index] = (unit, time.monotonic())
-                proc.stdin.write(unit + "\n")
+                proc.stdin.write(json.dumps({"unit": unit, "tests": self.selected[unit]}) + "\n")
                 proc.stdin.flush()
             else:
                 proc.stdin.close()
@@ -385,18 +384,20 @@ class _ReportingResult(unittest.TestResult):
 
 
 def _worker() -> int:
-    """Read unit names from stdin, run each, report on the original stdout."""
+    """Read units from stdin (a JSON line each: the class and its test ids), run each, report
+    on the original stdout."""
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # what tests print goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     loader = unittest.TestLoader()
     for line in sys.stdin:
-        unit = line.strip()
-        if not unit:
+        if not line.strip():
             continue
+        order = json.loads(line)
+        unit = order["unit"]
         result = _ReportingResult(protocol)
         try:
-            suite = loader.loadTestsFromName(unit)
+            suite = loader.loadTestsFromNames(order["tests"])
         except Exception:  # an import error becomes the unit's error, as a loader would report it
             holder = unittest.FunctionTestCase(lambda: None, description=unit)
             result.addError(holder, sys.exc_info())

@@ -159,10 +159,22 @@ class ParallelRunnerTests(unittest.TestCase):
     def test_units_are_classes_of_the_package(self) -> None:
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(ParallelRunnerTests)
         units, local = units_of(suite)
-        self.assertEqual(units, ["tests.test_parallel.ParallelRunnerTests"])
+        self.assertEqual(list(units), ["tests.test_parallel.ParallelRunnerTests"])
+        self.assertEqual(sorted(units["tests.test_parallel.ParallelRunnerTests"]), sorted(t.id() for t in suite))
         self.assertEqual(local, [])
         units, local = units_of(suite, prefix="elsewhere.")
-        self.assertEqual((units, len(local)), ([], suite.countTestCases()))
+        self.assertEqual((units, len(local)), ({}, suite.countTestCases()))
+
+    def test_a_selection_runs_only_the_selected_tests(self) -> None:
+        env = {**os.environ, "QMEM_TEST_WORKERS": "3", "PYTHONPATH": str(REPO)}
+        report = self.root / "report-k.txt"
+        runner = RUNNER.replace("loader = unittest.TestLoader()",
+                                "loader = unittest.TestLoader(); loader.testNamePatterns = ['*test_[0-3]', '*test_a']")
+        done = subprocess.run([sys.executable, "-c", runner, str(self.root), str(report)], cwd=str(REPO),
+                              env=env, capture_output=True, text=True, timeout=300)
+        text = report.read_text(encoding="utf-8")
+        self.assertEqual(done.returncode, 0, text + done.stderr)
+        self.assertIn("Ran 5 tests", text)
 
 
 if __name__ == "__main__":
