@@ -38,8 +38,8 @@ from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E40
 from .cli.localrender import render_find, render_import, render_queue, render_retried, render_status  # noqa: E402
 from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
+from .records import QUEUE_LIMIT  # noqa: E402
 from .localdb.lexical import query_terms  # noqa: E402
-from .localdb.outbox import QUEUE_LIMIT  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 
 __all__ = ["run", "main"]
@@ -103,7 +103,7 @@ def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
         raise UsageError("record ids go with retry: queue retry ID…")
     if args.all and args.limit is not None:
         raise UsageError("--limit and --all do not go together")
-    report = rt.outbox.report(limit=None if args.all else args.limit or QUEUE_LIMIT)
+    report = rt.index.queue_report(limit=None if args.all else args.limit or QUEUE_LIMIT)
     return report.to_json(), render_queue(report)
 
 

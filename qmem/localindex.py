@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
+from .records import QUEUE_LIMIT
 from .localdb import rows as indexrows
 from .localdb.file import IndexFile
 from .localdb.record import (
@@ -44,7 +45,22 @@ from .localdb.record import (
 from .localdb.rows import RECORD_COLUMNS_SQL, row_to_record
 from .localdb.search import FindResult, find_terms, ranked
 
-__all__ = ["LocalIndex", "IndexStatus", "ImportedFile"]
+__all__ = ["LocalIndex", "IndexStatus", "ImportedFile", "QueueReport"]
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
+    that the list was cut."""
+
+    counts: dict[str, int]
+    records: tuple[Record, ...]
+    limit: int | None = QUEUE_LIMIT
+    more: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
+                "records": [record.to_json() for record in self.records]}
 
 
 @dataclass(frozen=True)
@@ -382,6 +398,13 @@ class LocalIndex(IndexFile):
         """Outbox rows by state: pending, synced, duplicate, failed."""
         with self.reading() as conn:
             return indexrows.queue_counts(conn)
+
+    def queue_report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
+        """Counts by state and the most recent rows (failed and pending first), at most ``limit``
+        of them (None: all): what ``queue`` shows, read without the outbox's writer."""
+        rows = self.queue_records(None if limit is None else limit + 1)
+        more = limit is not None and len(rows) > limit
+        return QueueReport(counts=self.queue_counts(), records=rows[:limit] if more else rows, limit=limit, more=more)
 
     def queue_records(self, limit: int | None) -> tuple[Record, ...]:
         """Up to ``limit`` outbox rows (None: all): failed, pending, duplicate, then synced; newest

@@ -41,10 +41,11 @@ from typing import Any
 
 from .clients.gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
-from .localdb.outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.outbox import HeldWrite, UnknownLocalRecord
 from .localdb.record import Observation, Record, observation_from_record, utc_now
 from .localdb.search import FindResult
 from .records import (
+    QUEUED_NOT_SHARED,
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
 )

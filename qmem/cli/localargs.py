@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from ..localdb.outbox import QUEUE_LIMIT
 from ..localdb.search import MAX_FIND_LIMIT
-from ..records import KINDS
+from ..records import KINDS, QUEUE_LIMIT
 from .frontend import CommandParser, examples
 
 __all__ = ["PROG", "STORE_FLUSH_BUDGET_S", "build_parser"]

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..localdb.outbox import QUEUED_NOT_SHARED
+from ..records import QUEUED_NOT_SHARED
 from ..localdb.record import Record
 
 if TYPE_CHECKING:  # only named: the values are made by the commands
     from ..localindex import IndexStatus
     from ..localdb.search import FindResult
-    from ..localdb.outbox import QueueReport
+    from ..localindex import QueueReport
     from ..localdb.sessionimport import ImportReport
 
 __all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import"]

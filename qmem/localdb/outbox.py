@@ -44,18 +44,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import LocalIndexError, one_line
-from ..localindex import LocalIndex
-from ..records import NewRecord, is_local_id, new_local_id
+from ..localindex import LocalIndex, QueueReport
+from ..records import QUEUE_LIMIT, NewRecord, is_local_id, new_local_id
 from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
 
-__all__ = ["Outbox", "HeldWrite", "QueueReport", "UnknownLocalRecord", "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
+__all__ = ["Outbox", "HeldWrite", "UnknownLocalRecord"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
 #: How many outbox records a report lists unless asked for another number (or all).
-QUEUE_LIMIT = 200
-#: How every answer and listing marks a record that waits in the outbox.
-QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
 UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"
@@ -63,21 +60,6 @@ UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this m
 
 class UnknownLocalRecord(LocalIndexError):
     """A local id that no record of this outbox was queued under."""
-
-
-@dataclass(frozen=True)
-class QueueReport:
-    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
-    that the list was cut."""
-
-    counts: dict[str, int]
-    records: tuple[Record, ...]
-    limit: int | None = QUEUE_LIMIT
-    more: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
-                "records": [record.to_json() for record in self.records]}
 
 
 @dataclass(frozen=True)
@@ -243,10 +225,7 @@ class Outbox:
     def report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
         """Counts by state and the most recent rows (failed and pending first), at most ``limit``
         of them (None: all)."""
-        rows = self.index.queue_records(None if limit is None else limit + 1)
-        more = limit is not None and len(rows) > limit
-        return QueueReport(counts=self.index.queue_counts(), records=rows[:limit] if more else rows,
-                           limit=limit, more=more)
+        return self.index.queue_report(limit=limit)
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id of the queued correction}`` for those of ``record_ids`` that a
