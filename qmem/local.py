@@ -309,7 +309,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
     if bad is not None:
         return error_outcome(EXIT_ERROR, "input", bad, as_json=as_json)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     except HelpRequested as help_text:
         return Outcome(stdout=str(help_text))
     except UsageError as exc:

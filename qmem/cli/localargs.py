@@ -21,6 +21,10 @@ PROG = "qmem-local"
 HOSTS = ("pi", "prime", "hermes")
 MCP_CLIENTS = ("claude", "codex", "hermes", "prime", "json")
 
+#: Every sub-command, in the order the help lists them.
+COMMAND_NAMES = ("status", "import", "find", "queue", "store", "flush", "enrich", "pull", "breaker", "doctor",
+                 "install", "uninstall", "mcp-config")
+
 #: After a successful ``store``, the CLI sends older queued records for at most this long.
 STORE_FLUSH_BUDGET_S = 2.0
 
@@ -35,7 +39,19 @@ def _limit(value: str) -> int:
     return number
 
 
-def build_parser() -> CommandParser:
+class _Unbuilt:
+    """Stands for a sub-command's parser that this run does not need: its options go nowhere."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def build_parser(argv: list[str] | None = None) -> CommandParser:
+    """The parser; given the command line, only the sub-command it names is built (most of the
+    cost of building is the 14 other sub-parsers).  A line that names no known sub-command
+    first (``--help``, ``--version``, a typo) gets every sub-command, so its help and its
+    error are the full ones."""
+    only = argv[0] if argv and argv[0] in COMMAND_NAMES else None
     common = CommandParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (errors included)")
     parser = CommandParser(
@@ -49,6 +65,8 @@ def build_parser() -> CommandParser:
     sub.required = True
 
     def command(name: str, summary: str, description: str, *lines: str) -> CommandParser:
+        if only is not None and name != only:
+            return _Unbuilt()  # type: ignore[return-value]
         return sub.add_parser(name, parents=[common], help=summary, description=description,
                               epilog=examples(*lines))
 
