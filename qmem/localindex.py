@@ -33,7 +33,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .records import QUEUE_LIMIT
@@ -107,8 +107,9 @@ class ImportedFile:
     tail: str  # digest of the bytes just before ``offset`` ('' when an older qmem saved the state)
 
 
-#: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
-Calls = Mapping[str, tuple[str, dict[str, Any]]]
+if TYPE_CHECKING:
+    #: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
+    Calls = Mapping[str, tuple[str, dict[str, Any]]]
 
 #: Whether a record's expiry has passed, as SQL over ``records AS r``: the one test behind
 #: find, meta and status.  Expiries are stored in one form that julianday() reads
