@@ -78,9 +78,7 @@ def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
         report = SessionImporter(rt.index).run(roots, progress=progress)
     finally:
         progress.finish()
-    from .setup.doctor import session_root_found
-
-    looked = [{"label": root.label, "host": root.host, "found": session_root_found(root)} for root in roots]
+    looked = [{"label": root.label, "host": root.host, "found": root.found()} for root in roots]
     return {**report.to_json(), "looked_in": looked}, render_import(report, looked)
 
 

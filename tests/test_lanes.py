@@ -250,6 +250,17 @@ class CommandImportTests(GatewayTestCase):
         self.assertEqual(report["code"], 0, proc.stdout + proc.stderr[-2000:])
         return set(report["modules"])
 
+    def test_an_import_with_nothing_new_loads_no_doctor_scanner_or_http(self):
+        sessions = self.home / ".pi" / "agent" / "sessions" / "p"
+        sessions.mkdir(parents=True)
+        (sessions / "s.jsonl").write_text('{"type": "session", "id": "s"}\n', encoding="utf-8")
+        self.configure()
+        for _ in range(2):  # the second run finds nothing new
+            loaded = self.loaded_by("import")
+        never = {"qmem.setup", "qmem.setup.doctor", "qmem.secretscan.audit", "qmem.clients.embeddings",
+                 "qmem.clients.gateway", "qmem.clients.transport", "http.client", "ssl", "tempfile", "shutil"}
+        self.assertEqual(loaded & never, set())
+
     def test_reads_load_no_writer_scanner_or_http(self):
         self.configure()
         self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text", "a lane note")

@@ -74,6 +74,15 @@ class SessionRoot:
     root: Path
     patterns: tuple[str, ...]
 
+    def directories(self) -> list[str]:
+        """The directories under :attr:`root` that ``import`` reads (``sessions/`` …), with a slash."""
+        return sorted({p.split("/", 1)[0] + "/" for p in self.patterns if "/" in p and "*" not in p.split("/", 1)[0]})
+
+    def found(self) -> bool:
+        """Whether :attr:`root` has a directory ``import`` reads."""
+        tops = [top.rstrip("/") for top in self.directories()]
+        return self.root.is_dir() and (not tops or any((self.root / top).is_dir() for top in tops))
+
 
 _SESSION_PATTERNS = {
     "pi": ("sessions/*.jsonl", "sessions/*/*.jsonl"),

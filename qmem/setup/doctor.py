@@ -52,13 +52,13 @@ from ..clients.gateway import GatewayClient, GatewayRefused, GatewayUnauthorized
 from ..clients.qdrant import QdrantError, ReadOnlyQdrant
 from ..config import Config
 from ..errors import ConfigError, QmemError
-from ..localdb.sessionimport import SessionRoot, session_roots
+from ..localdb.sessionimport import session_roots
 from ..localindex import LocalIndex
 from ..secretscan.audit import audit, hide_flagged
 from . import install
 from .hostcheck import check_hosts, host_words
 
-__all__ = ["diagnose", "render", "session_root_found"]
+__all__ = ["diagnose", "render"]
 
 #: What the embeddings probe sends: a fixed sentence, never the user's text.
 EMBEDDING_PROBE_TEXT = "qmem doctor: a probe of the embeddings service"
@@ -109,19 +109,10 @@ def _config(env: Mapping[str, str]) -> tuple[dict[str, Any], Config]:
     return report, config
 
 
-def session_root_found(root: SessionRoot) -> bool:
-    """Whether a session root has a directory ``import`` reads (``sessions/`` … under it)."""
-    tops = {pattern.split("/", 1)[0] for pattern in root.patterns if "/" in pattern and "*" not in
-            pattern.split("/", 1)[0]}
-    return root.root.is_dir() and (not tops or any((root.root / top).is_dir() for top in tops))
-
-
 def _paths(env: Mapping[str, str], config: Config) -> dict[str, Any]:
     paths = config_mod.resolve_paths(config, env)
     roots = [{"label": root.label, "host": root.host, "directory": str(root.root),
-              "reads": sorted({p.split("/", 1)[0] + "/" for p in root.patterns if "/" in p and "*" not in
-                               p.split("/", 1)[0]}),
-              "exists": session_root_found(root)} for root in session_roots(env)]
+              "reads": root.directories(), "exists": root.found()} for root in session_roots(env)]
     return {"data_dir": str(paths.data_dir), "index": str(paths.database), "breaker_file": str(paths.breaker_file),
             "sessions": roots}
 
