@@ -1,0 +1,129 @@
+"""The bench the Claude Code and Codex plugin tests share.
+
+:class:`PluginHostTestCase` gives each test a throwaway HOME with: a scripted fake model API
+(:mod:`tests.fakes.modelapi`) on 127.0.0.1; qmem configured against a gateway nobody listens on (so a
+``qmem_store`` is queued locally and ``qmem_search`` answers from the local index); every other
+address reached through a proxy nobody listens on (``NO_PROXY`` lets 127.0.0.1 through), so
+nothing leaves the machine; a clone of this repository (the marketplace); a project directory full
+of modules named like the standard library's, each of which leaves a marker when imported
+(:mod:`tests.shadowing`); and a ``python3`` first on ``PATH`` that pre-imports none of them.
+
+:func:`store_then_search` is the scripted model: after the host-specific first steps it calls
+``qmem_store``, then ``qmem_search``, then answers with the search's result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .fakes import refused_url, unused_port
+from .fakes.modelapi import Call, FakeModelAPI, Reply, tool_results
+from .hostbench import make_clone
+from .shadowing import clean_python, make_shadow_project, markers
+from .support import clean_env
+
+STORED = "The plugin e2e deploys of e2eproj run on Thursdays"
+QUERY = "plugin e2e deploys"
+PROJECT = "e2eproj"
+ANSWER = "plugin run finished"
+
+
+def store_then_search(first: list[Call], name: Callable[[str], Call]) -> Callable[[str, dict[str, Any]], Reply]:
+    """The model: each call of ``first``, then ``qmem_store`` and ``qmem_search`` (``name`` makes the
+    host's call for a qmem tool name), then a last word quoting the search's result."""
+    steps = [*first, name("qmem_store"), name("qmem_search")]
+    steps[-2].arguments = {"text": STORED, "project_id": PROJECT, "kind": "fact"}
+    steps[-1].arguments = {"query": QUERY}
+
+    def script(api: str, body: dict[str, Any]) -> Reply:
+        results = tool_results(api, body)
+        if len(results) < len(steps):
+            return Reply(calls=[steps[len(results)]])
+        return Reply(text=f"{ANSWER}: {results[-1][1][:400]}")
+
+    return script
+
+
+class PluginHostTestCase(unittest.TestCase):
+    executable: Path | None = None
+
+    def script(self, api: str, body: dict[str, Any]) -> Reply:
+        raise NotImplementedError
+
+    def setUp(self) -> None:
+        super().setUp()
+        python, reason = clean_python(minimum=(3, 10))
+        if python is None:
+            self.skipTest(reason)
+        self.home = Path(tempfile.mkdtemp(prefix="plugin-host-"))
+        self.addCleanup(shutil.rmtree, self.home, True)
+        self.api = FakeModelAPI(lambda api, body: self.script(api, body)).start()
+        self.addCleanup(self.api.stop)
+        self.bin = self.home / "bin"
+        self.bin.mkdir()
+        (self.bin / "python3").symlink_to(python)
+        self.markers = self.home / "markers"
+        self.work = make_shadow_project(self.home / "work" / PROJECT, self.markers)
+        self.clone = make_clone(self.home / "clone")
+        proxy = f"http://127.0.0.1:{unused_port()}"
+        self.env = clean_env(self.home, QMEM_GATEWAY_API_KEY="gw-key", NO_PROXY="127.0.0.1,localhost",
+                             no_proxy="127.0.0.1,localhost", HTTP_PROXY=proxy, HTTPS_PROXY=proxy, ALL_PROXY=proxy,
+                             http_proxy=proxy, https_proxy=proxy, all_proxy=proxy)
+        for name in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT",
+                     "CLAUDE_PROJECT_DIR", "CODEX_HOME", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            self.env.pop(name, None)
+        self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        config = self.home / ".config" / "qmem" / "config.json"
+        config.parent.mkdir(parents=True)
+        config.write_text(json.dumps({"url": refused_url(), "connectTimeoutMs": 2000, "timeoutMs": 2000}))
+
+    def host(self, *args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+        assert self.executable is not None
+        proc = subprocess.run([str(self.executable), *args], cwd=str(cwd or self.work), env=self.env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        return proc
+
+    def host_ok(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        proc = self.host(*args, cwd=cwd)
+        self.assertEqual(proc.returncode, 0, f"{args}: {proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def local(self, *args: str) -> str:
+        """``python3 -m qmem.local ARGS`` with the test's HOME (the qmem of this checkout)."""
+        env = clean_env(self.home)
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", *args], cwd=str(self.home), env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc.stdout
+
+    def assert_queued_locally(self) -> None:
+        queue = self.local("queue", "--json")
+        self.assertIn(STORED, queue)
+        found = self.local("find", QUERY)
+        self.assertIn(STORED, found)
+
+    def assert_nothing_from_the_project(self) -> None:
+        self.assertEqual(markers(self.markers), {})
+
+    def paths_named_qmem(self, root: Path) -> list[str]:
+        return sorted(str(path.relative_to(self.home)) for path in root.rglob("*")
+                      if "qmem" in path.name.lower())
+
+    def files_mentioning(self, root: Path, text: str) -> list[str]:
+        found = []
+        for path in root.rglob("*"):
+            try:
+                if path.is_file() and not path.is_symlink() and text in path.read_text(errors="replace"):
+                    found.append(str(path.relative_to(self.home)))
+            except OSError:
+                continue
+        return sorted(found)
