@@ -8,7 +8,9 @@ Promises:
 * **Handshake.** ``initialize`` echoes the client's protocol version when it is one of
   :data:`PROTOCOL_VERSIONS` and answers the latest otherwise; ``notifications/initialized`` is
   never answered; ``ping`` answers ``{}``.  Features follow the negotiated version: tool
-  annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18.
+  annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18 (never for
+  ``memory_search``, whose text is the fenced block: clients that show structuredContent in place of
+  the text would drop the fence).
 * **No line ends the session** (reading and writing: :mod:`qmem.jsonlines`).  A line that is
   not JSON — ``NaN``/``Infinity`` included, or nested deeper than the parser follows — is
   -32700 with the request's id when it can still be read, else id null; invalid UTF-8 inside
@@ -270,7 +272,11 @@ class McpServer:
         except QmemError as exc:
             return self._result(exc.message, {"qmem": 1, "error": {"category": exc.category, "message": exc.message}},
                                 error=True)
-        return self._result(answer["content"][0]["text"], answer.get("details"), error=False)
+        # Claude Code 2.1.332 and Codex 0.171.0 give the model a result's structuredContent in place of its
+        # text; memory_search's text is the fenced <memory-context> block (its details only ids and scores),
+        # so it goes as text alone.
+        details = None if name == "memory_search" else answer.get("details")
+        return self._result(answer["content"][0]["text"], details, error=False)
 
     def _result(self, text: str, details: dict[str, Any] | None, *, error: bool) -> dict[str, Any]:
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
