@@ -99,11 +99,18 @@ class PluginHostTestCase(unittest.TestCase):
 
     def local(self, *args: str) -> str:
         """``python3 -m qmem.local ARGS`` with the test's HOME (the qmem of this checkout)."""
-        env = clean_env(self.home)
+        env = clean_env(self.home, PATH=self.env["PATH"])
+        env.update({name: self.env[name] for name in ("CODEX_HOME",) if name in self.env})
         proc = subprocess.run([sys.executable, "-m", "qmem.local", *args], cwd=str(self.home), env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        self.assertIn(proc.returncode, (0, 1) if args[0] == "doctor" else (0,), proc.stderr)  # doctor: the gateway
         return proc.stdout
+
+    def assert_doctor_sees(self, host: str) -> None:
+        """doctor finds the host's install and its entry starts from the host's copy."""
+        report = json.loads(self.local("doctor", "--json"))["plugins"][host]
+        self.assertTrue(report["installed"], report)
+        self.assertEqual([copy.get("starts") for copy in report["copies"]], [True], report)
 
     def assert_queued_locally(self) -> None:
         queue = self.local("queue", "--json")

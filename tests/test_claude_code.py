@@ -66,6 +66,7 @@ class ClaudeCodePluginTests(PluginHostTestCase):
         claude = self.home / ".claude"
         [copy] = (claude / "plugins" / "cache" / "qmem" / "qmem").iterdir()
         self.assertNotEqual(copy.name, "qmem")  # the copy's folder is the version: no package named qmem
+        self.assert_doctor_sees("claude")
         allowed = ",".join(PREFIX + name for name in TOOLS)
         proc = self.host_ok("-p", "remember when deploys run, then look it up", "--output-format", "json",
                             "--allowedTools", allowed)

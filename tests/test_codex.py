@@ -54,6 +54,7 @@ class CodexPluginTests(PluginHostTestCase):
         self.host_ok("plugin", "add", "qmem@qmem")
         [copy] = (self.codex_home / "plugins" / "cache" / "qmem" / "qmem").iterdir()
         self.assertNotEqual(copy.name, "qmem")  # the copy's folder is the version: no package named qmem
+        self.assert_doctor_sees("codex")
         with (self.codex_home / "config.toml").open("a") as config:  # what the README tells a user of codex exec
             config.write('\n[plugins."qmem@qmem".mcp_servers.qmem]\ndefault_tools_approval_mode = "approve"\n')
         proc = self.host_ok("exec", "--skip-git-repo-check", "remember when deploys run, then look it up")

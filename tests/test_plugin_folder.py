@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -125,6 +126,52 @@ class PluginEntryTests(unittest.TestCase):
                 self.assertEqual(proc.returncode, 1)
                 self.assertEqual(proc.stdout, "")
                 self.assertRegex(proc.stderr.strip(), r"^qmem needs Python \u2265 3\.10, found 3\.\d$")
+
+
+class DoctorPluginTests(unittest.TestCase):
+    """doctor on installs laid out as Claude Code 2.1.332 and Codex 0.171.0 lay them out (measured)."""
+
+    def setUp(self):
+        self.home = Path(tempfile.mkdtemp(prefix="plugin-doctor-"))
+        self.addCleanup(shutil.rmtree, self.home, True)
+        self.env = clean_env(self.home)
+        self.claude_copy = self.home / ".claude" / "plugins" / "cache" / "qmem" / "qmem" / __version__
+        self.codex_copy = self.home / ".codex" / "plugins" / "cache" / "qmem" / "qmem" / __version__
+        for copy in (self.claude_copy, self.codex_copy):
+            shutil.copytree(REPO / "qmem", copy, ignore=shutil.ignore_patterns("__pycache__"))
+        plugins = self.home / ".claude" / "plugins"
+        (plugins / "installed_plugins.json").write_text(json.dumps({"version": 2, "plugins": {"qmem@qmem": [
+            {"scope": "user", "installPath": str(self.claude_copy), "version": __version__}]}}))
+        (self.home / ".claude" / "settings.json").write_text(json.dumps({"enabledPlugins": {"qmem@qmem": True}}))
+        (self.home / ".codex" / "config.toml").write_text('[plugins."qmem@qmem"]\nenabled = true\n')
+
+    def doctor(self) -> tuple[int, dict]:
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "doctor", "--json"], cwd=self.home, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        return proc.returncode, json.loads(proc.stdout)
+
+    def test_both_installs_start(self):
+        code, report = self.doctor()
+        plugins = report["plugins"]
+        self.assertEqual([c["starts"] for c in plugins["claude"]["copies"]], [True])
+        self.assertEqual([c["starts"] for c in plugins["codex"]["copies"]], [True])
+        self.assertTrue(plugins["claude"]["enabled"])
+        self.assertFalse([p for p in report["problems"] if "plugin" in p], report["problems"])
+
+    def test_a_copy_that_would_not_start_is_a_problem(self):
+        (self.codex_copy / "mcp.py").unlink()
+        code, report = self.doctor()
+        self.assertEqual(code, 1)
+        [problem] = [p for p in report["problems"] if "Codex plugin" in p]
+        self.assertIn("would not start", problem)
+        self.assertIn("the plugin folder is missing", problem)
+
+    def test_an_orphaned_copy_is_a_warning(self):
+        (self.claude_copy / ".orphaned_at").write_text("1")
+        (self.home / ".claude" / "plugins" / "installed_plugins.json").write_text('{"version": 2, "plugins": {}}')
+        code, report = self.doctor()
+        self.assertTrue(any("left from an uninstall" in w for w in report["warnings"]), report["warnings"])
+        self.assertFalse(report["plugins"]["claude"]["installed"])
 
 
 if __name__ == "__main__":
