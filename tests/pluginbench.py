@@ -106,6 +106,30 @@ class PluginHostTestCase(unittest.TestCase):
         self.assertIn(proc.returncode, (0, 1) if args[0] == "doctor" else (0,), proc.stderr)  # doctor: the gateway
         return proc.stdout
 
+    def clone_local(self, *args: str) -> subprocess.CompletedProcess:
+        """``python3 -m qmem.local ARGS`` of the clone, with the host's executable on PATH."""
+        assert self.executable is not None
+        env = dict(self.env, PATH=f"{self.executable.parent}{os.pathsep}{self.env['PATH']}")
+        return subprocess.run([sys.executable, "-m", "qmem.local", *args], cwd=str(self.clone), env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+
+    def assert_local_install_and_uninstall(self, host: str, root: Path) -> None:
+        """``install HOST`` runs the host's commands and checks the server starts; ``uninstall HOST`` leaves
+        no qmem file in the host's directory."""
+        proc = self.clone_local("install", host, "--json")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        installed = json.loads(proc.stdout)
+        self.assertEqual(installed["action"], "installed")
+        self.assertEqual(len(installed["copies"]), 1, installed)
+        self.assertEqual(self.clone_local("install", host).returncode, 0)  # again: nothing breaks
+        proc = self.clone_local("uninstall", host, "--json")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(json.loads(proc.stdout)["action"], "removed")
+        self.assertEqual(self.paths_named_qmem(root), [])
+        self.assertEqual(self.files_mentioning(root, "qmem"), [])
+        proc = self.clone_local("uninstall", host, "--json")
+        self.assertEqual((proc.returncode, json.loads(proc.stdout)["action"]), (0, "not installed"), proc.stderr)
+
     def assert_doctor_sees(self, host: str) -> None:
         """doctor finds the host's install and its entry starts from the host's copy."""
         report = json.loads(self.local("doctor", "--json"))["plugins"][host]

@@ -105,6 +105,11 @@ class ClaudeCodePluginTests(PluginHostTestCase):
                      if "/projects/" not in path and "/file-history/" not in path]  # the session's own record
         self.assertEqual({path.split("/")[5] for path in leftovers}, {copy.name}, leftovers)
         self.assertEqual(json.loads((claude / "plugins" / "installed_plugins.json").read_text())["plugins"], {})
+        self.assertEqual(self.clone_local("uninstall", "claude").returncode, 0)  # removes what Claude Code left
+        self.assertEqual([path for path in self.paths_named_qmem(claude) if "/projects/" not in path], [])
+
+    def test_local_install_and_uninstall(self):
+        self.assert_local_install_and_uninstall("claude", self.home / ".claude")
 
 if __name__ == "__main__":
     unittest.main()

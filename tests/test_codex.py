@@ -91,6 +91,11 @@ class CodexPluginTests(PluginHostTestCase):
         self.assertEqual([p for p in self.paths_named_qmem(self.codex_home) if "/sessions/" not in p],
                          [".codex/plugins/cache/qmem"])
         self.assertEqual(list((self.codex_home / "plugins" / "cache" / "qmem").iterdir()), [])
+        self.assertEqual(self.clone_local("uninstall", "codex").returncode, 0)  # removes what Codex left
+        self.assertEqual([p for p in self.paths_named_qmem(self.codex_home) if "/sessions/" not in p], [])
+
+    def test_local_install_and_uninstall(self):
+        self.assert_local_install_and_uninstall("codex", self.codex_home)
 
 
 if __name__ == "__main__":
