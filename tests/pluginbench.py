@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .fakes import refused_url, unused_port
+from .fakes import FakeEmbeddings, FakeQdrant, embed_text, refused_url, unused_port
 from .fakes.modelapi import Call, FakeModelAPI, Reply, tool_results
-from .hostbench import make_clone
+from .hostbench import DIM, RECALLED, make_clone
 from .shadowing import clean_python, make_shadow_project, markers
 from .support import clean_env
 
@@ -85,6 +85,25 @@ class PluginHostTestCase(unittest.TestCase):
         config = self.home / ".config" / "qmem" / "config.json"
         config.parent.mkdir(parents=True)
         config.write_text(json.dumps({"url": refused_url(), "connectTimeoutMs": 2000, "timeoutMs": 2000}))
+
+    def configure_recall(self) -> None:
+        """Recall against a fake Qdrant (one curated point for ``host=pi``) and embeddings service; the lane
+        comes from ``QMEM_HOST`` in the host's environment (the config names no ``recall.host``)."""
+        qdrant = FakeQdrant(keys={"read-key": "r"}).start()
+        embeddings = FakeEmbeddings(models={"bge-m3": DIM}).start()
+        for fake in (qdrant, embeddings):
+            self.addCleanup(fake.stop)
+        qdrant.create_collection("qmem_memories", size=DIM)
+        qdrant.add_point("qmem_memories", 1, embed_text(RECALLED, DIM), {
+            "host": "pi", "status": "active", "secret_scan": "passed", "text": RECALLED, "project": PROJECT,
+            "source_type": "hermes", "source_collection": "hermes_memories", "source_id": "1",
+            "import_run_id": "cd" * 32, "transform_version": "hermes-v1", "created_at": "2026-01-01T00:00:00Z"})
+        config = self.home / ".config" / "qmem" / "config.json"
+        document = json.loads(config.read_text())
+        document["recall"] = {"qdrantUrl": qdrant.url, "embeddingsUrl": embeddings.base_url, "dimension": DIM,
+                              "timeoutMs": 5000}
+        config.write_text(json.dumps(document))
+        self.env.update(QMEM_HOST="pi", QMEM_QDRANT_API_KEY="read-key")
 
     def host(self, *args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
         assert self.executable is not None

@@ -14,9 +14,10 @@ import json
 import unittest
 from typing import Any
 
-from .fakes.modelapi import Call, Reply
+from .fakes.modelapi import Call, Reply, tool_results
+from .hostbench import RECALLED
 from .hosts import claude_executable
-from .pluginbench import ANSWER, PROJECT, QUERY, STORED, PluginHostTestCase, store_then_search
+from .pluginbench import ANSWER, PROJECT, STORED, PluginHostTestCase, store_then_search
 
 PREFIX = "mcp__plugin_qmem_qmem__"  # Claude Code's name for the tools of plugin qmem's server qmem
 TOOLS = ("qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get")
@@ -107,6 +108,23 @@ class ClaudeCodePluginTests(PluginHostTestCase):
         self.assertEqual(json.loads((claude / "plugins" / "installed_plugins.json").read_text())["plugins"], {})
         self.assertEqual(self.clone_local("uninstall", "claude").returncode, 0)  # removes what Claude Code left
         self.assertEqual([path for path in self.paths_named_qmem(claude) if "/projects/" not in path], [])
+
+    def test_memory_search_lane_and_fence(self):
+        """QMEM_HOST in Claude Code's environment gives memory_search its lane; its answer reaches the model
+        as the fenced block (text, no structuredContent, which Claude Code would show instead)."""
+        self.configure_recall()
+        steps = [Call("ToolSearch", {"query": "select:" + PREFIX + "memory_search"}),
+                 Call(PREFIX + "memory_search", {"query": "blue green deploys"})]
+        self.model = lambda api, body: (Reply(calls=[steps[len(tool_results(api, body))]])
+                                        if len(tool_results(api, body)) < len(steps) else Reply(text=ANSWER))
+        self.install()
+        self.host_ok("-p", "what do we know about deploys", "--output-format", "json",
+                     "--allowedTools", PREFIX + "memory_search")
+        turns = [body for body in self.api.bodies("messages") if body.get("stream") and body.get("tools")]
+        self.assertIn(PREFIX + "memory_search", system_text(turns[0]))
+        [(_, answer)] = tool_results("messages", turns[-1])[1:]
+        self.assertIn('<memory-context trust="untrusted">', answer)
+        self.assertIn(RECALLED, answer)
 
     def test_local_install_and_uninstall(self):
         self.assert_local_install_and_uninstall("claude", self.home / ".claude")

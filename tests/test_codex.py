@@ -15,9 +15,10 @@ import json
 import unittest
 from typing import Any
 
-from .fakes.modelapi import Call, Reply
+from .fakes.modelapi import Call, Reply, tool_results
+from .hostbench import RECALLED
 from .hosts import codex_executable
-from .pluginbench import ANSWER, PROJECT, STORED, PluginHostTestCase, store_then_search
+from .pluginbench import ANSWER, STORED, PluginHostTestCase, store_then_search
 
 NAMESPACE = "mcp__qmem"
 TOOLS = ("qmem_store", "qmem_search", "qmem_correct", "qmem_meta", "qmem_get")
@@ -93,6 +94,25 @@ class CodexPluginTests(PluginHostTestCase):
         self.assertEqual(list((self.codex_home / "plugins" / "cache" / "qmem").iterdir()), [])
         self.assertEqual(self.clone_local("uninstall", "codex").returncode, 0)  # removes what Codex left
         self.assertEqual([p for p in self.paths_named_qmem(self.codex_home) if "/sessions/" not in p], [])
+
+    def test_memory_search_lane_and_fence(self):
+        """QMEM_HOST reaches the server through env_vars, so memory_search is offered and searches pi's
+        curated memories; its answer reaches the model as the fenced block (text, no structuredContent)."""
+        self.configure_recall()
+        self.model = lambda api, body: (Reply(calls=[Call("memory_search", {"query": "blue green deploys"},
+                                                          namespace=NAMESPACE)])
+                                        if not tool_results(api, body) else Reply(text=ANSWER))
+        self.host_ok("plugin", "marketplace", "add", str(self.clone))
+        self.host_ok("plugin", "add", "qmem@qmem")
+        with (self.codex_home / "config.toml").open("a") as config:
+            config.write('\n[plugins."qmem@qmem".mcp_servers.qmem]\ndefault_tools_approval_mode = "approve"\n')
+        self.host_ok("exec", "--skip-git-repo-check", "what do we know about deploys")
+        first, second = self.api.bodies("responses")
+        self.assertIn("memory_search", {tool["name"] for tool in namespace_of(first)["tools"]})
+        [(_, answer)] = tool_results("responses", second)
+        self.assertIn('<memory-context trust="untrusted">', answer)
+        self.assertIn(RECALLED, answer)
+        self.assertIn("</memory-context>", answer)
 
     def test_local_install_and_uninstall(self):
         self.assert_local_install_and_uninstall("codex", self.codex_home)
