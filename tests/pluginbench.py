@@ -86,6 +86,19 @@ class PluginHostTestCase(unittest.TestCase):
         config.parent.mkdir(parents=True)
         config.write_text(json.dumps({"url": refused_url(), "connectTimeoutMs": 2000, "timeoutMs": 2000}))
 
+    def git_source(self) -> str:
+        """An HTTPS Git URL for a committed clone, offline: git's insteadOf (in this HOME's ``.gitconfig``)
+        sends it to a local bare repository."""
+        clone = make_clone(self.home / "src" / "qmem", commit=True)
+        bare = self.home / "bare" / "qmem.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(clone), str(bare)], check=True, capture_output=True,
+                       timeout=60)
+        url = "https://github.com/example/qmem.git"
+        (self.home / ".gitconfig").write_text(f'[url "file://{bare}"]\n\tinsteadOf = {url}\n'
+                                              '[protocol "file"]\n\tallow = always\n')
+        self.env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0")
+        return url
+
     def configure_recall(self) -> None:
         """Recall against a fake Qdrant (one curated point for ``host=pi``) and embeddings service; the lane
         comes from ``QMEM_HOST`` in the host's environment (the config names no ``recall.host``)."""

@@ -109,6 +109,21 @@ class ClaudeCodePluginTests(PluginHostTestCase):
         self.assertEqual(self.clone_local("uninstall", "claude").returncode, 0)  # removes what Claude Code left
         self.assertEqual([path for path in self.paths_named_qmem(claude) if "/projects/" not in path], [])
 
+    def test_from_a_git_source_the_server_runs_from_the_copy(self):
+        """A Git marketplace is cloned and the plugin copied (a local one is loaded in place): the server
+        starts from ~/.claude/plugins/cache/qmem/qmem/<version>, whose folder is not named qmem."""
+        self.host_ok("plugin", "marketplace", "add", self.git_source())
+        self.host_ok("plugin", "install", "qmem@qmem")
+        claude = self.home / ".claude"
+        [copy] = (claude / "plugins" / "cache" / "qmem" / "qmem").iterdir()
+        proc = self.host_ok("-p", "remember when deploys run, then look it up", "--output-format", "json",
+                            "--allowedTools", ",".join(PREFIX + name for name in TOOLS))
+        self.assertIn(STORED, json.loads(proc.stdout)["result"])
+        self.assert_queued_locally()
+        self.assert_nothing_from_the_project()
+        ran_from = {path.parent.parent for path in claude.rglob("mcp.cpython-*.pyc")}  # -I writes bytecode
+        self.assertEqual(ran_from, {copy})
+
     def test_memory_search_lane_and_fence(self):
         """QMEM_HOST in Claude Code's environment gives memory_search its lane; its answer reaches the model
         as the fenced block (text, no structuredContent, which Claude Code would show instead)."""

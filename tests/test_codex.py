@@ -95,6 +95,11 @@ class CodexPluginTests(PluginHostTestCase):
         self.assertEqual(self.clone_local("uninstall", "codex").returncode, 0)  # removes what Codex left
         self.assertEqual([p for p in self.paths_named_qmem(self.codex_home) if "/sessions/" not in p], [])
 
+    def test_from_a_git_source(self):
+        self.host_ok("plugin", "marketplace", "add", self.git_source())
+        self.host_ok("plugin", "add", "qmem@qmem")
+        self.assert_doctor_sees("codex")
+
     def test_memory_search_lane_and_fence(self):
         """QMEM_HOST reaches the server through env_vars, so memory_search is offered and searches pi's
         curated memories; its answer reaches the model as the fenced block (text, no structuredContent)."""
