@@ -45,6 +45,15 @@ _ADD = {"claude": ["plugin", "install", PLUGIN_ID], "codex": ["plugin", "add", P
 _REMOVE = {"claude": ["plugin", "uninstall", PLUGIN_ID], "codex": ["plugin", "remove", PLUGIN_ID]}
 
 
+#: How a headless run gets to call qmem's tools (each host asks first; a headless run cannot ask).
+_APPROVAL = {
+    "claude": "claude -p calls qmem's tools only when --allowedTools names them, e.g. --allowedTools "
+              "mcp__plugin_qmem_qmem__qmem_search,mcp__plugin_qmem_qmem__qmem_store",
+    "codex": f"codex exec refuses MCP tool calls it cannot ask about; to approve qmem's, add to config.toml: "
+             f"[plugins.\"{PLUGIN_ID}\".mcp_servers.qmem] default_tools_approval_mode = \"approve\"",
+}
+
+
 class PluginSetupError(QmemError):
     category = "setup"
 
@@ -67,6 +76,7 @@ class PluginResult:
         if self.action == "installed":
             lines.append(f"qmem {__version__} installed in {label} as the plugin {PLUGIN_ID}; its MCP server starts "
                          f"from {', '.join(self.copies)}")
+            lines.append(_APPROVAL[self.host])
         elif self.action == "removed":
             lines += [f"removed what {label} left: {path}" for path in self.removed]
             lines.append(f"the plugin {PLUGIN_ID} is removed from {label}; your memories stay in the data directory")
