@@ -11,6 +11,7 @@ them unless ``--allowedTools`` names them, so the scripted model selects qmem's 
 from __future__ import annotations
 
 import json
+import shlex
 import unittest
 from typing import Any
 
@@ -140,6 +141,20 @@ class ClaudeCodePluginTests(PluginHostTestCase):
         [(_, answer)] = tool_results("messages", turns[-1])[1:]
         self.assertIn('<memory-context trust="untrusted">', answer)
         self.assertIn(RECALLED, answer)
+
+    def test_why_no_hook_recall(self):
+        """What a UserPromptSubmit hook adds reaches the model and is also written to the transcript, so an
+        automatic recall block from a hook would be persisted: the plugin ships no hooks (README)."""
+        mark = "hook-added context 7d1f"
+        output = json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": mark}})
+        (self.home / ".claude").mkdir(exist_ok=True)
+        (self.home / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"UserPromptSubmit": [
+            {"hooks": [{"type": "command", "command": f"echo {shlex.quote(output)}"}]}]}}))
+        self.model = lambda api, body: Reply(text=ANSWER)
+        self.host_ok("-p", "hello", "--output-format", "json")
+        self.assertTrue(any(mark in json.dumps(body) for body in self.api.bodies("messages")))
+        [transcript] = (self.home / ".claude" / "projects").rglob("*.jsonl")
+        self.assertIn(mark, transcript.read_text())
 
     def test_local_install_and_uninstall(self):
         self.assert_local_install_and_uninstall("claude", self.home / ".claude")
