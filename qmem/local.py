@@ -241,6 +241,9 @@ def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
     return snap, text
 
 
+PLUGIN_HOSTS = ("claude", "codex")  # installed as a plugin by the host's own commands (qmem/setup/plugininstall.py)
+
+
 # -- setup commands: they need no valid configuration, so they run without a Runtime, and
 #    their modules are imported only when used (they are not on any host's hot path).
 
@@ -257,6 +260,13 @@ def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:  # Claude Code, Codex: the plugin, through the host's own commands
+        from .setup.plugininstall import install_plugin
+
+        if args.copy:
+            raise UsageError(f"install {args.host} has no --copy: the host copies the plugin itself")
+        plugin = install_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.install(args.host, env, copy=args.copy)
@@ -264,6 +274,11 @@ def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:
+        from .setup.plugininstall import uninstall_plugin
+
+        plugin = uninstall_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.uninstall(args.host, env)

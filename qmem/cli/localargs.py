@@ -18,7 +18,7 @@ from .frontend import CommandParser, examples
 __all__ = ["PROG", "STORE_FLUSH_BUDGET_S", "build_parser"]
 
 PROG = "qmem-local"
-HOSTS = ("pi", "prime", "hermes")
+HOSTS = ("pi", "prime", "hermes", "claude", "codex")
 MCP_CLIENTS = ("claude", "codex", "hermes", "prime", "json")
 
 #: Every sub-command, in the order the help lists them.
@@ -171,22 +171,25 @@ def build_parser(argv: list[str] | None = None) -> CommandParser:
             "python3 -m qmem.local doctor", "python3 -m qmem.local doctor --json")
 
     for name, verb in (("install", "install"), ("uninstall", "remove")):
-        summary = (f"{verb} qmem in pi, Prime or Hermes" if name == "install"
-                   else "remove what install put into pi, Prime or Hermes")
+        summary = (f"{verb} qmem in pi, Prime, Hermes, Claude Code or Codex" if name == "install"
+                   else "remove what install put into pi, Prime, Hermes, Claude Code or Codex")
         description = (
             "Link (default) or copy this qmem folder into the host's extensions directory as `qmem` "
             "(~/.pi/agent/extensions, ~/.prime/agent/extensions, ~/.hermes/plugins; PI_CODING_AGENT_DIR, "
             "PRIME_AGENT_CODING_AGENT_DIR and HERMES_HOME move them), creating the directory. For Hermes it "
             "also enables the plugin in config.yaml, or prints the command that does. Running it again "
             "changes nothing; an existing folder or link that is not qmem is never replaced. "
-            "`install --copy` again updates a copy."
+            "`install --copy` again updates a copy. Claude Code and Codex: run the host's own commands "
+            "(plugin marketplace add <this repository>, then plugin install / plugin add qmem@qmem) and check that "
+            "qmem's MCP server starts from the host's copy."
             if name == "install" else
             "Remove the link or the copy that install made (never a folder with files qmem does not know); "
             "for Hermes also take qmem out of plugins.enabled. Your memories stay in the data directory "
-            "(records still queued live only there).")
+            "(records still queued live only there). Claude Code and Codex: run the host's own uninstall and "
+            "marketplace remove, then remove the copy and folders the host leaves behind.")
         cmd = command(name, summary, description, f"python3 -m qmem.local {name} pi",
                       f"python3 -m qmem.local {name} hermes" + (" --copy" if name == "install" else ""))
-        cmd.add_argument("host", choices=HOSTS, help="the host: pi, prime or hermes")
+        cmd.add_argument("host", choices=HOSTS, help="the host: pi, prime, hermes, claude or codex")
         if name == "install":
             cmd.add_argument("--copy", action="store_true",
                              help="copy the folder instead of linking it (a copy does not follow this checkout; "
