@@ -51,7 +51,7 @@ from ..records import NewRecord, credential_findings, describe_credentials, is_l
 from .outbox import Outbox
 from .record import Observation, observation_from_record, this_machine
 
-__all__ = ["SessionRoot", "ImportReport", "SessionImporter", "session_roots"]
+__all__ = ["ImportReport", "SessionImporter", "session_roots"]
 
 QMEM_TOOLS = frozenset({"qmem_store", "qmem_correct", "qmem_get", "qmem_search"})
 HEAD_BYTES = 4096
