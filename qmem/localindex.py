@@ -424,6 +424,15 @@ class LocalIndex(IndexFile):
                              f"AND local_id IN ({', '.join('?' * len(chunk))}){held}",
                              (*chunk, *([] if token is None else [token])))
 
+    def renew_claims(self, local_ids: Iterable[str], *, token: str, until: float) -> None:
+        """Extend to ``until`` the claims ``token`` still holds on these pending rows."""
+        wanted = list(local_ids)
+        with self.transaction() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                conn.execute(f"UPDATE records SET claim_until = ? WHERE state = 'pending' AND claim_token = ? "
+                             f"AND local_id IN ({', '.join('?' * len(chunk))})", (until, token, *chunk))
+
     def adopt_held(self, local_id: str, token: str, gateway_id: str | None,
                    learned: Iterable[Observation]) -> bool:
         """The gateway accepted, as ``gateway_id``, the pending row ``token`` holds (written ahead
