@@ -433,30 +433,27 @@ class LocalIndex(IndexFile):
                 conn.execute(f"UPDATE records SET claim_until = ? WHERE state = 'pending' AND claim_token = ? "
                              f"AND local_id IN ({', '.join('?' * len(chunk))})", (until, token, *chunk))
 
-    def adopt_held(self, local_id: str, token: str, gateway_id: str | None,
+    def adopt_held(self, local_id: str, token: str, gateway_record: Mapping[str, Any] | None,
                    learned: Iterable[Observation]) -> bool:
-        """The gateway accepted, as ``gateway_id``, the pending row ``token`` holds (written ahead
-        of its own send): the row leaves the outbox, every reference to its local id follows the
-        gateway id, and ``learned`` (the gateway's answer, and the target a correction marks) is
-        merged exactly as a store that was never queued merges it, all in one transaction.
-        False, and nothing changes, when ``token`` no longer holds the row (a flush took it
-        over and records what the gateway said).  ``gateway_id`` None: the answer named no
-        usable id, and the row only leaves (a target it marked is current again).
+        """The gateway accepted, as ``gateway_record``, the pending row ``token`` holds (written
+        ahead of its own send): the row becomes a synced outbox row exactly as a flush leaves one
+        (:meth:`record_outcomes`: it adopts the gateway id, every reference to its local id
+        follows, a correction's target is marked), so ``queue`` and ``status`` count it as synced;
+        ``learned`` (a target's mark, as the store saw it) is merged, all in one transaction.
+        False, and nothing changes, when ``token`` no longer holds the row (a flush took it over
+        and records what the gateway said).  ``gateway_record`` None: the answer named no usable
+        id, and the row only leaves (a target it marked is current again).
         """
         now = utc_now()
         with self.transaction() as conn:
             if not indexrows.is_held(conn, local_id, token):
                 return False
-            # A correction queued against this row while it was in flight marked it: the mark moves
-            # to the gateway's record, as a flush would move it (see indexrows.adopt_gateway_ids).
-            mark = conn.execute("SELECT superseded_by, supersede_reason FROM records WHERE local_id = ?",
-                                (local_id,)).fetchone()
-            indexrows.remove_queued(conn, local_id, gateway_id)
+            if gateway_record is None:
+                indexrows.remove_queued(conn, local_id, None)
+            else:
+                indexrows.adopt_gateway_ids(conn, [Outcome.synced(local_id, gateway_record)])
             for obs in learned:
                 indexrows.learn_observation(conn, obs, now)
-            if gateway_id is not None and mark[0] is not None:
-                conn.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
-                             "WHERE id = ? AND superseded_by IS NULL", (*mark, gateway_id))
             return True
 
     def discard_held(self, local_id: str, token: str) -> bool:

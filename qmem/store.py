@@ -320,9 +320,10 @@ def _shared(rt: Runtime, record: NewRecord, saved: dict[str, Any], held: HeldWri
     observed = [obs for obs in learned if obs is not None]
     if held is None:
         _learn(rt, observed)
-    else:  # the row written ahead leaves the outbox; the index ends as if it had never been queued
-        gateway_id = learned[0].id if learned[0] is not None else None
-        _settle(rt, held, lambda mine: rt.outbox.record_accepted(mine, gateway_id, observed))
+    else:  # the row written ahead is synced, as a flush leaves it (counted alike everywhere)
+        gateway_record = stored if learned[0] is not None else None  # None: no usable id, the row leaves
+        marks = [obs for obs in learned[1:] if obs is not None]
+        _settle(rt, held, lambda mine: rt.outbox.record_accepted(mine, gateway_record, marks))
     if flush_soon is not None:
         flush_soon()
     verb = "Corrected" if record.supersedes_id else "Stored"

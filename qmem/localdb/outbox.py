@@ -11,9 +11,9 @@ Promises:
   gateway id when it syncs, and is lifted if the gateway refuses the correction.
 * **A store is written ahead.**  :meth:`Outbox.write_ahead` queues a record that is about
   to be sent, held by this process (the claim a flush takes), before the request leaves.
-  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row leaves the
-  outbox, since it never waited, references to its local id follow the gateway id, and the
-  index holds what a store that was never queued leaves), refused or not to be kept
+  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row is a synced
+  outbox record, exactly as a flush leaves one, so ``queue``, ``status`` and doctor count every
+  write this machine shared alike), refused or not to be kept
   (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A
   process that dies before it settles leaves a pending row held by a gone process: the next
   flush takes it over and sends it under the same key.
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -191,11 +191,13 @@ class Outbox:
             raise ValueError("a write ahead needs a fresh key")
         return HeldWrite(row, token)
 
-    def record_accepted(self, held: HeldWrite, gateway_id: str | None, learned: Iterable[Observation]) -> bool:
-        """The gateway accepted ``held`` as ``gateway_id`` on its own send: it leaves the outbox,
-        references to its local id follow, and ``learned`` is merged as for a store never queued.
-        False when a flush took it over meanwhile (its lease ran out): that flush records it."""
-        return self.index.adopt_held(held.local_id, held.token, gateway_id, learned)
+    def record_accepted(self, held: HeldWrite, gateway_record: Mapping[str, Any] | None,
+                        learned: Iterable[Observation]) -> bool:
+        """The gateway accepted ``held`` as ``gateway_record`` on its own send: it stays in the
+        outbox as a synced record, as a flush would leave it (so every count of synced records
+        includes it), references to its local id follow, and ``learned`` is merged.  False when
+        a flush took it over meanwhile (its lease ran out): that flush records it."""
+        return self.index.adopt_held(held.local_id, held.token, gateway_record, learned)
 
     def discard(self, held: HeldWrite) -> bool:
         """Drop ``held``: the gateway refused it (a duplicate, a 4xx) and the store says "not
