@@ -101,6 +101,16 @@ _EXPIRED = "julianday(r.expires_at) <= julianday('now')"
 _NOT_EXPIRED = f"({_EXPIRED}) IS NOT 1"
 
 
+#: Pages a status probe writes: a little more than one store writes (8 pages on a small index).
+PROBE_PAGES = 12
+
+
+def _probe_write(conn: sqlite3.Connection) -> None:
+    """About a store's worth of pages written (and then rolled back): one meta row's overflow."""
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('write-probe', zeroblob(?))",
+                 (PROBE_PAGES * 4096,))
+
+
 class LocalIndex(IndexFile):
     """The index: :class:`~qmem.localdb.file.IndexFile` (opening, transactions, read-only) plus
     every operation on its tables.  Use as a context manager or call :meth:`close`."""
@@ -244,12 +254,15 @@ class LocalIndex(IndexFile):
             queue = indexrows.queue_counts(conn)
             files = one("SELECT count(*) FROM import_files")
             version = one("PRAGMA user_version")
+        # What a store would do, not what the open found: a file that opened writable on a full
+        # disk (its -shm and -wal already there) still refuses a write.
+        reason = self.write_would_fail(_probe_write)
         return IndexStatus(
             schema_version=version, records=total, full_text=total - partial, partial_text=partial,
             hidden=hidden, duplicate_texts=dup[0], duplicate_records=dup[1],
             newest_learned_created_at=newest[0] if newest else None,
             lag_seconds=round(max(newest[1], 0.0), 1) if newest else None,
-            queue=queue, import_files=files, read_only=self.read_only, read_only_reason=self.read_only_reason,
+            queue=queue, import_files=files, read_only=reason is not None, read_only_reason=reason,
         )
 
     def enrich_candidates(self, *, everything: bool = False) -> list[str]:

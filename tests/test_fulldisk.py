@@ -119,6 +119,43 @@ class ReadsOnAFullDiskTests(FullDiskTestCase):
             "read_only": True, "found": 1, "full": DISK_FULL[12:-1], "after": False, "found_after": 2})
 
 
+#: A process that had the index open is killed: its -wal and -shm files stay behind, so the next
+#: process opens the index writable however full the disk is.
+KILLED_HOLDER = textwrap.dedent("""
+    import subprocess, sys
+    code = ("import os\\nfrom qmem.localindex import LocalIndex\\n"
+            "index = LocalIndex(os.environ['QMEM_SQLITE'])\\nindex.find('deploy')\\nos.kill(os.getpid(), 9)")
+    print(subprocess.run([sys.executable, "-c", code]).returncode)
+""")
+
+
+class StatusSaysWhatAWriteWouldDoTests(FullDiskTestCase):
+    """Issue 31, item 2: ``status --json`` ``read_only`` is what the next ``store`` finds."""
+
+    def test_read_only_matches_what_store_does(self):
+        seen = {}
+        for leftover in (False, True):
+            for free_kb in (0, 8, 24, 64):  # each on a fresh disk
+                with self.subTest(leftover=leftover, free_kb=free_kb):
+                    answers = self.run_steps(
+                        {"qmem": ["store", "--queue-only", "--project", "p", "--text", "deploy note"]},
+                        *([{"python": KILLED_HOLDER}] if leftover else []),
+                        {"leave_free": free_kb * 1024}, {"qmem": ["status", "--json"]},
+                        {"qmem": ["store", "--queue-only", "--project", "p", "--text", "one more"]})
+                    status, store = answers[-2], answers[-1]
+                    self.assertEqual((status["code"], status["stderr"]), (0, ""), status)
+                    document = json.loads(status["stdout"])
+                    seen[leftover, free_kb] = (document["read_only"], store["code"])
+                    self.assertEqual(document["read_only"], store["code"] != 0, (document, store))
+                    if document["read_only"]:
+                        self.assertIn("the disk holding it is full", document["read_only_reason"])
+                        self.assertIn(DISK_FULL[12:-1], store["stderr"])
+                    else:
+                        self.assertIsNone(document["read_only_reason"])
+        # The file opens writable at 64 KB free, yet a store's pages do not fit: the probe says so.
+        self.assertEqual(seen[False, 64], (True, 1), seen)
+
+
 class ImportOnAFullDiskTests(FullDiskTestCase):
     def test_an_import_the_disk_stopped_is_redone_whole(self):
         session = SessionFile(self.home / ".pi" / "agent" / "sessions" / "--work--" / "s.jsonl")

@@ -20,7 +20,8 @@ Promises:
   the write-ahead log holds nothing, else a clear error — and every write says the disk is
   full.  Each later operation first tries the file again, so a long-lived process (a host's
   bridge) gets its writable index back once there is room.  ``read_only_reason`` says why
-  and how the file is read.
+  and how the file is read.  An index that opened writable may still have no room for a
+  write: :meth:`IndexFile.write_would_fail` finds out by making one, rolled back.
 * **Transactions are whole**: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception,
   and every SQLite failure comes out as one clear line naming the file, never its path.
 
@@ -150,6 +151,41 @@ class IndexFile:
             return
         self._conn.close()
         self._conn, self._access = conn, None
+
+    def write_would_fail(self, write: Callable[[sqlite3.Connection], None]) -> str | None:
+        """Why a write would fail now, found by making one: ``write`` runs in a transaction that
+        is rolled back, with a page cache so small that its pages go to the write-ahead log as a
+        commit's would (they take the room a commit needs, which the next write reuses; nothing
+        is committed).  The reason (as :attr:`read_only_reason` words it), or None when the
+        write went through, or when the index is busy or failed otherwise (the write will say)."""
+        with self._lock:
+            self._writable_again()
+            if self._access is not None:
+                return self._access.describe()
+            conn = self._conn
+            try:
+                cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+            except sqlite3.Error:
+                return None
+            try:
+                conn.execute("PRAGMA cache_size = 1")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    write(conn)
+                finally:
+                    _rollback(conn)
+            except sqlite3.Error as exc:
+                if _no_room(exc):
+                    return "the disk holding it is full; reads work, writes fail"
+                if _cannot_write(exc):
+                    return "the file or its directory cannot be written"
+                return None
+            finally:
+                try:
+                    conn.execute(f"PRAGMA cache_size = {cache}")
+                except sqlite3.Error:
+                    pass
+        return None
 
     def check_integrity(self, limit: int = 5) -> list[str]:
         """SQLite's ``quick_check``: ``["ok"]``, or its first ``limit`` complaints."""
