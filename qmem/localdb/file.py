@@ -4,8 +4,10 @@ cannot, never another program's; every transaction whole or not at all.
 Promises:
 
 * **One file**, WAL mode, a busy timeout so that the host bridge and the CLIs can use it at
-  once, and ``PRAGMA user_version`` migrations applied in one transaction (a big index shows
-  ``progress(done, total)`` while v3 re-indexes it).
+  once, and ``PRAGMA user_version`` migrations applied in one transaction, in bounded memory
+  (a big index shows ``progress(done, total)`` while it is re-indexed or rewritten); another
+  process that opens the index meanwhile is told within a second that it "is being upgraded
+  by another qmem process", not kept waiting.
 * **A file that is not qmem's is never written.**  Ownership is decided on a read-only
   connection before any pragma that writes (:func:`qmem.localdb.schema.check_ownership`); a
   non-SQLite file, a damaged one, someone else's database or one made by a newer qmem raises
@@ -302,15 +304,30 @@ def _open_writable(path: Path, busy_timeout_ms: int,
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         if version < SCHEMA_VERSION or application_id != APPLICATION_ID:
-            _migrate(conn, path.name, progress)
+            _migrate(conn, path.name, progress, busy_timeout_ms)
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _migrate(conn: sqlite3.Connection, name: str, progress: Callable[[int, int], None] | None) -> None:
-    conn.execute("BEGIN IMMEDIATE")
+#: How long a process waits for the write lock on an index older than its schema: whoever holds
+#: it that long is upgrading it (a big index takes a while), and gets on better unasked.
+UPGRADE_WAIT_MS = 1000
+
+
+def _migrate(conn: sqlite3.Connection, name: str, progress: Callable[[int, int], None] | None,
+             busy_timeout_ms: int) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {min(busy_timeout_ms, UPGRADE_WAIT_MS)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            raise LocalIndexError(f"the local index {name} is being upgraded by another qmem process "
+                                  f"(to schema v{SCHEMA_VERSION}); try again in a moment") from None
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     try:
         version, application_id = _marks(conn)  # again: another process may have migrated it
         if version > SCHEMA_VERSION:
