@@ -14,7 +14,7 @@ Promises:
 * **A write is never lost and never reported as shared when it is not.**  A store is
   written ahead: queued in the outbox under a fresh local id, held by this process, before
   it goes to the gateway with that id as Idempotency-Key.  Accepted, it takes the gateway's
-  id and leaves the outbox; refused (a duplicate, a 4xx), it is dropped and the answer says
+  id and is a synced outbox record, as a flush leaves one; refused (a duplicate, a 4xx), it is dropped and the answer says
   "not stored".  If the gateway cannot be reached (breaker open, connect failure) or the
   request may have been sent but the answer was lost, it stays queued under that same key
   and the answer says plainly "queued locally, not yet shared".  A process killed

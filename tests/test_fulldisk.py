@@ -7,6 +7,8 @@ the disk stops half-way is redone whole by the next one.
 """
 
 import json
+import subprocess
+import sys
 import textwrap
 
 from .sessionfiles import SessionFile
@@ -154,6 +156,31 @@ class StatusSaysWhatAWriteWouldDoTests(FullDiskTestCase):
                         self.assertIsNone(document["read_only_reason"])
         # The file opens writable at 64 KB free, yet a store's pages do not fit: the probe says so.
         self.assertEqual(seen[False, 64], (True, 1), seen)
+
+
+class StatusWhileAnotherProcessWritesTests(TempHomeTestCase):
+    def test_a_busy_index_is_not_called_read_only(self):
+        self.assertEqual(self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text",
+                                         "deploy note").code, 0)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sqlite3, sys\nconn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+             "conn.execute('BEGIN IMMEDIATE')\nprint('holding', flush=True)\nsys.stdin.read()",
+             str(self.runtime_path())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.wait, 60)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.stdin.close)
+        self.assertEqual(holder.stdout.readline(), "holding\n")  # another process is writing the index
+        status = self.run_module("qmem.local", "status", "--json")
+        self.assertEqual(status.code, 0, status.stderr)
+        self.assertEqual(json.loads(status.stdout)["read_only"], False)
+
+    def runtime_path(self):
+        from qmem.runtime import Runtime
+
+        rt = Runtime(self.env)
+        path = rt.paths.database
+        rt.close()
+        return path
 
 
 class ImportOnAFullDiskTests(FullDiskTestCase):

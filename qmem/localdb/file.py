@@ -159,7 +159,8 @@ class IndexFile:
         is rolled back, with a page cache so small that its pages go to the write-ahead log as a
         commit's would (they take the room a commit needs, which the next write reuses; nothing
         is committed).  The reason (as :attr:`read_only_reason` words it), or None when the
-        write went through, or when the index is busy or failed otherwise (the write will say)."""
+        write went through, or when the index is busy (for :data:`PROBE_WAIT_MS`: someone is
+        writing it) or failed otherwise (the write will say)."""
         with self._lock:
             self._writable_again()
             if self._access is not None:
@@ -171,6 +172,7 @@ class IndexFile:
                 return None
             try:
                 conn.execute("PRAGMA cache_size = 1")
+                conn.execute(f"PRAGMA busy_timeout = {min(self._busy_timeout_ms, PROBE_WAIT_MS)}")
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     write(conn)
@@ -185,6 +187,7 @@ class IndexFile:
             finally:
                 try:
                     conn.execute(f"PRAGMA cache_size = {cache}")
+                    conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
                 except sqlite3.Error:
                     pass
         return None
@@ -310,6 +313,9 @@ def _open_writable(path: Path, busy_timeout_ms: int,
         raise
     return conn
 
+
+#: How long ``status`` waits to probe a write while another process writes: it is writable then.
+PROBE_WAIT_MS = 250
 
 #: How long a process waits for the write lock on an index older than its schema: whoever holds
 #: it that long is upgrading it (a big index takes a while), and gets on better unasked.
