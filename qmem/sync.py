@@ -161,8 +161,11 @@ def _send_batches(gateway: GatewayClient, outbox: Outbox, report: FlushReport, b
                     report.stopped = STOPPED_BY_BUDGET
                     break
                 if time.monotonic() - renewed > RENEW_AFTER_S:  # the lease must outlast this send
-                    outbox.renew(claim, lease_seconds=lease)
-                    renewed = time.monotonic()
+                    try:
+                        outbox.renew(claim, lease_seconds=lease)
+                        renewed = time.monotonic()
+                    except QmemError:
+                        pass  # a lapsed claim may be sent twice, under one key: the gateway keeps one record
                 outcomes.append(_send(gateway, outbox, record, synced_now, report))
                 if report.stopped is not None:
                     break
