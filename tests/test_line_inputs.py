@@ -8,6 +8,7 @@ no traceback on stderr, and every line written parsing as strict JSON (NaN/Infin
 from __future__ import annotations
 
 import json
+import unittest
 
 from qmem.diagnostics import SENTENCES
 
@@ -300,3 +301,24 @@ class LongLineTests(LineTestCase):
     def test_bridge(self):
         self.check(BRIDGE, b'{"id":9,"method":"ping","params":{"x":"', {"id": 1, "method": "ping"},
                    lambda answer: answer["error"]["message"])
+
+
+class ReadLinesTests(unittest.TestCase):  # the reader alone, on bytes in memory
+    def lines(self, data: bytes, limit: int):
+        import io
+
+        from qmem.jsonlines import TOO_LONG, UnreadableLine, read_lines
+
+        out = []
+        for item in read_lines(io.BufferedReader(io.BytesIO(data)), limit):
+            out.append(("too long", item.members) if isinstance(item, UnreadableLine) and item.reason == TOO_LONG
+                       else item)
+        return out
+
+    def test_the_limit_counts_the_newline_and_a_longer_line_is_read_through(self):
+        limit = 200_000  # several pieces
+        at_limit = b"x" * (limit - 1) + b"\n"
+        over = b'{"id":3,"x":"' + b"y" * limit + b'"}\n'
+        self.assertEqual(self.lines(at_limit + over + b"ping\n" + b"last", limit),
+                         [at_limit, ("too long", {"id": 3}), b"ping\n", b"last"])
+        self.assertEqual(self.lines(b"z" * (limit + 1), limit), [("too long", None)])  # cut by the end of input
