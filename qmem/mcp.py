@@ -18,7 +18,8 @@ Promises:
   answered as one array under 2024-11-05 and 2025-03-26 (``initialize`` refused inside it),
   and is -32600 under later versions, which removed batches.  An unknown method → -32601, also
   before ``initialize`` (newer SDK clients probe with ``server/discover`` and fall back on
-  that answer); bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
+  that answer); a line over 16 MiB (``jsonlines.LINE_LIMIT``) → -32600 naming the limit, read in
+  bounded memory, with the id when its first 4 KiB show it; bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
   with ``isError: true``, not a protocol error.  Every line written is strict JSON.
 * **Ids** are strings or integers written without fraction or exponent, of any length, and
   are echoed exactly (an integer too long for ``int()`` digit for digit, a lone surrogate as
@@ -65,7 +66,7 @@ from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
 from .hosts.tools import TOOLS  # noqa: E402
-from .jsonlines import UnreadableLine, decode_line, encode_line, id_key, is_request_id  # noqa: E402
+from .jsonlines import TOO_LONG, UnreadableLine, decode_line, encode_line, id_key, is_request_id, read_lines  # noqa: E402
 
 __all__ = ["main"]
 
@@ -131,7 +132,10 @@ class McpServer:
         """Read on this thread, answer on a worker: requests in order, cancellations at once."""
         worker = threading.Thread(target=self._work, name="qmem-mcp", daemon=True)
         worker.start()
-        for raw in self._in:
+        for raw in read_lines(self._in):
+            if isinstance(raw, UnreadableLine):  # over the line limit: answered in its turn
+                self._inbox.put(raw)
+                continue
             if not raw.strip():
                 continue
             try:
@@ -182,6 +186,8 @@ class McpServer:
         if isinstance(message, UnreadableLine):
             members = message.members or {}
             request_id = members.get("id") if is_request_id(members.get("id")) else None
+            if message.reason == TOO_LONG:
+                return _error(request_id, INVALID_REQUEST, f"Invalid request: {message.reason}")
             return _error(request_id, PARSE_ERROR, f"Parse error: {message.reason}")
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid request: batches and non-objects are not supported")

@@ -22,7 +22,7 @@ from .errors import InputError
 __all__ = [
     "KINDS", "MAX_TEXT_CHARS", "NewRecord", "validate_new_record", "check_record_id", "is_local_id",
     "new_local_id", "parse_rfc3339", "canonical_time", "format_utc", "normalize_text", "check_unicode",
-    "credential_findings", "describe_credentials", "QUEUE_LIMIT", "QUEUED_NOT_SHARED",
+    "credential_findings", "describe_credentials", "QUEUE_LIMIT", "QUEUED_NOT_SHARED", "RECORD_FIELDS",
 ]
 
 KINDS = ("fact", "decision", "preference", "episode")

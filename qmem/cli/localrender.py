@@ -136,7 +136,9 @@ _ROOT_NAMES = {"pi": "pi sessions", "prime": "Prime sessions", "pi-session-dir":
 def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -> str:
     line = (f"{report.files} session files: {report.read} read ({report.reread} from the start), "
             f"{report.unchanged} unchanged; records added {report.records_added}, updated "
-            f"{report.records_updated}; queued writes restored {report.queued_restored}")
+            f"{report.records_updated}; queued writes restored {report.queued_restored}"
+            + (f" ({report.queued_refused} kept as failed, never sent: `python3 -m qmem.local queue` says why)"
+               if report.queued_refused else ""))
     skipped = {"malformed lines": report.malformed_lines, "unknown entries": report.unknown_entries,
                "non-UTF-8 lines": report.non_utf8_lines, "incomplete last lines": report.incomplete_last_lines,
                "unreadable files": report.unreadable}
