@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 import unittest
 from collections import Counter
-from dataclasses import replace
+from qmem.valueclass import replace
 from pathlib import Path
 
 from qmem.diagnostics import Warnings
