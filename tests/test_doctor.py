@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 
 from .fakes import FakeEmbeddings, FakeQdrant, Fault, refused_url
 from .support import REPO, GatewayTestCase, TempHomeTestCase, write_config
@@ -204,8 +205,12 @@ class RecallDoctorTests(DoctorTestCase):
         self.assertEqual(problems, [f"pi: qmem from {self.home / '.prime/agent/pi/extensions/qmem'} would run with "
                                     "recall configured but could not tell which host loads it (the paths point at both "
                                     "pi's and Prime's agent directories): automatic recall and memory_search would "
-                                    "be off"])
+                                    "be off; `export QMEM_HOST=pi` where pi starts (or \"host\": \"pi\" under "
+                                    f"recall in {self.home / '.config/qmem/config.json'}) settles it"])
         self.assertIn("runs as ✗ unknown host", self.doctor(env=env, code=1).stdout)
+        # The fix it names works, the way the bridge settles a true conflict.
+        settled = self.report(env=dict(env, QMEM_HOST="pi"), code=0)
+        self.assertEqual(settled["hosts"]["pi"]["identified_as"], "pi")
         self.assertEqual(self.report(code=0)["hosts"]["pi"]["kind"], "absent")  # the default pi directory: fine
 
     def test_recall_switched_off_is_a_warning_and_nothing_is_sent(self):
@@ -257,11 +262,12 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual(pi["kind"], "absent")
         self.assertEqual([(p["source"], p["path"], p["identified_as"]) for p in pi["packages"]],
                          [("../../src/qmem-clone", str(clone), "pi"), ("git:github.com/example/qmem@v1", str(git), "pi")])
-        self.assertIn("pi install ../../src/qmem-clone (qmem ", self.doctor(code=0).stdout)
+        text = self.doctor(code=0).stdout
+        self.assertIn(f"pi: no link or copy; the package {clone} (by `pi install`, qmem ", text)  # absolute
+        self.assertNotIn("../", text)
         (clone / "qmem" / "bridge.py").unlink()
         problems = self.report(code=1)["problems"]
-        self.assertEqual(problems, ["pi: pi cannot load the package ../../src/qmem-clone: bridge.py missing or "
-                                    "unreadable"])
+        self.assertEqual(problems, [f"pi: pi cannot load the package {clone}: bridge.py missing or unreadable"])
 
     def test_what_stops_an_installed_host_is_a_problem(self):
         self.assertEqual(self.run_module("qmem.local", "install", "pi", "--copy").code, 0)
@@ -271,8 +277,9 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual(self.run_module("qmem.local", "uninstall", "pi").code, 0)
         self.assertEqual(self.run_module("qmem.local", "install", "pi").code, 0)
         env = dict(self.env, QMEM_PYTHON=str(self.home / "no-python"))
-        self.assertIn(f"pi: QMEM_PYTHON={self.home / 'no-python'} is not an executable: the bridge cannot start",
-                      self.report(env=env, code=1)["problems"])
+        self.assertIn(f"pi: QMEM_PYTHON={self.home / 'no-python'} is not an executable: the bridge cannot start: "
+                      f"pi would offer qmem's tools with nothing behind them; `export QMEM_PYTHON={sys.executable}` "
+                      f"(a Python ≥ 3.10) where pi starts", self.report(env=env, code=1)["problems"])
         hermes_home = self.home / "hh"
         env = dict(self.env, HERMES_HOME=str(hermes_home))
         self.assertEqual(self.run_module("qmem.local", "install", "hermes", env=env).code, 0)
