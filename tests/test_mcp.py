@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from .fakes import FakeEmbeddings, FakeQdrant, embed_text, refused_url
-from .hosts import MCP1_VERSION, MCP_VERSION, mcp1_python, mcp_python
+from .hosts import MCP1_VERSION, MCP_VERSION, inspector_executable, mcp1_python, mcp_python
 from .support import REPO, GatewayTestCase
 
 
@@ -472,6 +472,33 @@ class Sdk1ClientTests(GatewayTestCase):
         proc = subprocess.run([str(self.python), "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.stdout.strip(), MCP1_VERSION)
+
+
+class InspectorCliTests(GatewayTestCase):
+    """The MCP Inspector's CLI (npm, its own TypeScript client) lists the tools and calls one."""
+
+    def setUp(self):
+        self.inspector, reason = inspector_executable()
+        if self.inspector is None:
+            self.skipTest(reason)
+        super().setUp()
+
+    def inspect(self, *method):
+        proc = subprocess.run([str(self.inspector), "--cli", "-e", f"PYTHONPATH={REPO}", "-e",
+                               f"QMEM_GATEWAY_API_KEY={self.API_KEY}", sys.executable, "-m", "qmem.mcp", *method],
+                              cwd=self.home, env=self.env, capture_output=True, text=True, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        return json.loads(proc.stdout)
+
+    def test_the_inspector_lists_and_calls(self):
+        listed = self.inspect("--method", "tools/list")
+        self.assertEqual(sorted(t["name"] for t in listed["tools"]),
+                         ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
+        stored = self.inspect("--method", "tools/call", "--tool-name", "qmem_store", "--tool-arg",
+                              "text=stored by the inspector", "--tool-arg", "project_id=insp")
+        self.assertFalse(stored.get("isError"))
+        self.assertTrue(stored["structuredContent"]["shared"])
+        self.assertEqual(self.gateway.count_by_text(), {"stored by the inspector": 1})
 
 
 class VersionPinTests(GatewayTestCase):
