@@ -57,7 +57,8 @@ class Host:
         return bool(env.get(self.override)) or self.marker.exists()
 
 
-PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host", "tests.test_pi_shim"))
+PI = Host(f"pi-{PI_VERSION}", "QMEM_TEST_PI", ("tests.test_pi_host", "tests.test_pi_shim",
+                                               "tests.test_doctor_hosts.PiDoctorTests"))
 PRIME = Host(f"prime-agent-{PRIME_VERSION}", "QMEM_TEST_PRIME", ("tests.test_prime_host",))
 PRIME_KERNEL = Host(f"prime-kernel-{PRIME_VERSION}", "QMEM_TEST_PRIME_KERNEL",
                     ("tests.test_prime_host.PrimeKernelTests",))
@@ -66,7 +67,8 @@ MCP1 = Host("mcp1-venv", "QMEM_TEST_MCP1_PYTHON", ("tests.test_mcp.Sdk1ClientTes
 INSPECTOR = Host(f"inspector-{INSPECTOR_VERSION}", "QMEM_TEST_INSPECTOR", ("tests.test_mcp.InspectorCliTests",))
 HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes", "tests.test_hermes_host",
                                                          "tests.test_hermes_installer",
-                                                         "tests.test_shadowing.HermesEntryTests"))
+                                                         "tests.test_shadowing.HermesEntryTests",
+                                                         "tests.test_doctor_hosts.HermesDoctorTests"))
 REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, MCP1, INSPECTOR, HERMES)
 
 

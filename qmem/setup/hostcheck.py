@@ -135,9 +135,10 @@ def hermes_lane(env: Mapping[str, str]) -> str | None:
     named = None
     if directory is not None:
         try:
-            text = read_small_file(directory / ".env", 1 << 20).decode("utf-8", "replace")
+            data = read_small_file(directory / ".env", 1 << 20)  # None: no such file
         except UnreadableFile:
-            text = ""
+            data = None
+        text = data.decode("utf-8", "replace") if data else ""
         for line in text.splitlines():
             match = re.fullmatch(r"\s*(?:export\s+)?QMEM_HOST\s*=\s*(.*?)\s*", line)
             if match:
