@@ -53,7 +53,7 @@ class RawProtocolTests(GatewayTestCase):
             {"jsonrpc": "1.0", "id": 3, "method": "ping"},
             {"jsonrpc": "2.0", "id": 4},
             {"jsonrpc": "2.0", "id": [5], "method": "ping"},
-            self.request(6, "resources/list"),
+            self.request(6, "prompts/list"),
             self.request(7, "tools/call", {"arguments": {}}),
             self.request(8, "tools/call", {"name": "qmem_search", "arguments": "query=x"}),
             self.request(9, "tools/call", {"name": "rm -rf"}),
@@ -88,7 +88,8 @@ class RawProtocolTests(GatewayTestCase):
         by_id = {a.get("id"): a for a in answers}
         discover = by_id[1]["result"]
         self.assertEqual(discover["supportedVersions"], ["2026-07-28"])
-        self.assertEqual(discover["capabilities"], {"tools": {"listChanged": False}})  # nothing deprecated
+        self.assertEqual(discover["capabilities"], {"tools": {"listChanged": False},  # nothing deprecated
+                                                    "resources": {"subscribe": False, "listChanged": False}})
         self.assertIn("## qmem rules", discover["instructions"])
         for answer in (by_id[1], by_id[2], by_id[3]):
             result = answer["result"]
@@ -105,6 +106,34 @@ class RawProtocolTests(GatewayTestCase):
         self.assertEqual(by_id[5]["error"]["code"], -32602)
         self.assertEqual(by_id[None]["error"]["code"], -32600)
         self.assertEqual(self.gateway.count_by_text(), {"modern": 1})
+
+    def test_memory_resources_in_both_eras(self):
+        stored, _ = self.exchange(self.initialize(), self.request(1, "tools/call", {
+            "name": "qmem_store", "arguments": {"text": "a resource record", "project_id": "res"}}))
+        record_id = stored[1]["result"]["structuredContent"]["record"]["id"]
+        for opening, ask in ((self.initialize(), self.request), (self.modern(0, "server/discover"), self.modern)):
+            with self.subTest(era="handshake" if ask == self.request else "2026-07-28"):
+                answers, _ = self.exchange(
+                    opening, ask(1, "resources/list"), ask(2, "resources/templates/list"),
+                    ask(3, "resources/read", {"uri": "memory://meta"}),
+                    ask(4, "resources/read", {"uri": f"memory://record/{record_id}"}),
+                    ask(5, "resources/read", {"uri": "memory://record/no-such-record"}),
+                    ask(6, "resources/read", {"uri": "file:///etc/passwd"}),
+                    ask(7, "resources/read", {}))
+                by_id = {a.get("id"): a for a in answers}
+                self.assertIn("resources", (by_id[0]["result"]["capabilities"]))
+                self.assertEqual([r["uri"] for r in by_id[1]["result"]["resources"]], ["memory://meta"])
+                self.assertEqual(by_id[2]["result"]["resourceTemplates"][0]["uriTemplate"], "memory://record/{id}")
+                self.assertIn("res", by_id[3]["result"]["contents"][0]["text"])
+                [content] = by_id[4]["result"]["contents"]
+                self.assertEqual((content["uri"], content["mimeType"]), (f"memory://record/{record_id}", "text/plain"))
+                self.assertIn("a resource record", content["text"])
+                self.assertEqual([by_id[i]["error"]["code"] for i in (5, 6, 7)], [-32002, -32002, -32602])
+                if ask == self.modern:
+                    for i in (1, 2, 3, 4):
+                        self.assertEqual(by_id[i]["result"]["resultType"], "complete")
+                        self.assertEqual(by_id[i]["result"]["ttlMs"], 0)
+        self.assertEqual(self.gateway.count_by_text(), {"a resource record": 1})  # reading stored nothing
 
     def test_a_refused_envelope_decides_no_era_and_the_eras_do_not_mix(self):
         answers, _ = self.exchange(
@@ -346,6 +375,10 @@ MODERN_CLIENT = textwrap.dedent("""
             out["search"] = {"error": searched.is_error, "text": searched.content[0].text}
             recalled = await client.call_tool("memory_search", {"query": "deploy with blue green"})
             out["recall"] = {"error": recalled.is_error, "text": recalled.content[0].text}
+            resources = await client.list_resources()
+            out["resources"] = [str(r.uri) for r in resources.resources]
+            meta = await client.read_resource("memory://meta")
+            out["meta"] = meta.contents[0].text
         print(json.dumps(out))
 
     asyncio.run(main(sys.argv[4]))
@@ -429,6 +462,8 @@ class ModernSdkClientTests(RecallingServerTestCase):
         self.assertIn("stored in 2026", out["search"]["text"])
         self.assertFalse(out["recall"]["error"])
         self.assertIn("deploy with blue green", out["recall"]["text"])
+        self.assertEqual(out["resources"], ["memory://meta"])
+        self.assertIn("sdk", out["meta"])  # the project just stored to
 
     def test_the_default_client_discovers_2026_07_28(self):
         out = self.run_client(self.python, MODERN_CLIENT, "auto")

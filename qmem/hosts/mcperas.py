@@ -18,9 +18,10 @@ Promises (pure functions, no I/O):
 * **Modern results** (:func:`modern_result`) carry the required ``resultType: "complete"`` and
   the ``serverInfo`` stamp in ``_meta``; list and discover results carry the required cache
   hints ``ttlMs: 0`` (the tool list follows this user's configuration, so never stale-cached)
-  and ``cacheScope: "private"`` (instructions name this machine).
-* **Nothing deprecated offered to the modern era**: capabilities hold ``tools`` only — no
-  logging, and qmem never sends a request to a client (no sampling, roots or elicitation);
+  and ``cacheScope: "private"`` (instructions name this machine), and so do resource reads
+  (a record can be superseded at any time).
+* **Nothing deprecated offered to the modern era**: capabilities hold ``tools`` and read-only
+  ``resources`` only — no logging, and qmem never sends a request to a client (no sampling, roots or elicitation);
   ``ping`` and ``initialize`` are not modern methods.
 """
 
@@ -45,7 +46,8 @@ SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION = -32602, -32022
 
 #: Modern methods whose results are cacheable and so must carry ``ttlMs`` and ``cacheScope``.
-CACHEABLE = frozenset({"server/discover", "tools/list"})
+CACHEABLE = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list",
+                       "resources/read"})
 
 
 class EnvelopeError(Exception):

@@ -11,7 +11,7 @@ Promises:
   is never answered; ``ping`` answers ``{}``; tool annotations from 2025-03-26, ``title`` and
   ``structuredContent`` from 2025-06-18.  *Modern* (2026-07-28, stateless): every request
   carries its version and capabilities in ``_meta``; ``server/discover`` answers the served
-  versions, capabilities (tools only), instructions and cache hints; every result carries
+  versions, capabilities (tools, read-only resources), instructions and cache hints; every result carries
   ``resultType`` and the ``serverInfo`` stamp; ``initialize`` on a modern connection is -32022
   naming the modern versions, an un-enveloped request -32602, ``ping`` -32601 (removed).  An
   enveloped request on a handshake connection is -32600.  Before either era is decided,
@@ -36,6 +36,11 @@ Promises:
 * **Tools** are the plugin core's (``qmem_store`` … ``memory_search``), same logic as in pi;
   ``memory_search`` is listed only where the session can recall (see :mod:`qmem.mcp`), and
   called anyway it answers why it is not available.
+* **Resources**, read-only, both eras: ``memory://meta`` (what ``qmem_meta`` answers) and the
+  template ``memory://record/{id}`` (what ``qmem_get`` answers for that id), as ``text/plain``.
+  Reading one runs the same tool with nothing but the URI's id, so a resource shows nothing a
+  tool would not; an unknown URI or record is -32002, another failure -32603 with qmem's
+  one-line message.  No subscriptions, no list changes.
 * **Always an answer.** Text that cannot be encoded (a lone surrogate a client sent) is
   a tool error naming the argument, never -32603, and an answer is always written.
 """
@@ -46,6 +51,7 @@ import queue
 import sys
 import threading
 from typing import Any, BinaryIO
+from urllib.parse import unquote
 
 from .. import __version__
 from ..errors import QmemError
@@ -66,6 +72,11 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR =
 BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
 
 _STOP = object()  # the worker's stop signal: no line a client sends can be this object
+
+RESOURCE_NOT_FOUND = -32002
+CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"subscribe": False, "listChanged": False}}
+META_URI, RECORD_PREFIX = "memory://meta", "memory://record/"
+MAX_RECORD_ID = 200  # record ids are short (a UUID, a local id); a longer "id" is no record
 
 
 def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -236,6 +247,8 @@ class McpServer:
             return {"tools": [self._tool(tool, self._version) for tool in self.session.offered_tools()]}
         if method == "tools/call":
             return self._call(params, cancel, self._version)
+        if method.startswith("resources/"):
+            return self._resources(method, params, cancel, self._version)
         raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +257,7 @@ class McpServer:
             raise _RequestError(INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
         self._version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
         self._era = HANDSHAKE
-        return {"protocolVersion": self._version, "capabilities": {"tools": {"listChanged": False}},
+        return {"protocolVersion": self._version, "capabilities": CAPABILITIES,
                 "serverInfo": _server_info(self._version), "instructions": self.session.system_prompt_addition(None)}
 
     def _modern(self, method: str, params: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
@@ -261,15 +274,49 @@ class McpServer:
         self._era = MODERN
         version = envelope.version
         if method == "server/discover":
-            result = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": {"tools": {"listChanged": False}},
+            result = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": CAPABILITIES,
                       "instructions": self.session.system_prompt_addition(None)}
         elif method == "tools/list":
             result = {"tools": [self._tool(tool, version) for tool in self.session.offered_tools()]}
         elif method == "tools/call":
             result = self._call(params, cancel, version)
+        elif method.startswith("resources/"):
+            result = self._resources(method, params, cancel, version)
         else:
             raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
         return modern_result(method, result, _server_info(version))
+
+    # -- resources (both eras)
+
+    def _resources(self, method: str, params: dict[str, Any], cancel: threading.Event,
+                   version: str) -> dict[str, Any]:
+        titled = at_least(version, "2025-06-18")
+        if method == "resources/list":
+            meta = {"uri": META_URI, "name": "qmem_meta", "mimeType": "text/plain",
+                    "description": "The projects, agents, kinds and scopes in shared memory (what qmem_meta says)"}
+            return {"resources": [dict(meta, title="qmem overview") if titled else meta]}
+        if method == "resources/templates/list":
+            record = {"uriTemplate": RECORD_PREFIX + "{id}", "name": "qmem_record", "mimeType": "text/plain",
+                      "description": "One memory record by id, current or superseded (what qmem_get says)"}
+            return {"resourceTemplates": [dict(record, title="qmem record") if titled else record]}
+        if method != "resources/read":
+            raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise _RequestError(INVALID_PARAMS, "Invalid params: uri must be a string")
+        if uri == META_URI:
+            name, arguments = "qmem_meta", {}
+        elif uri.startswith(RECORD_PREFIX) and 0 < len(uri) - len(RECORD_PREFIX) <= MAX_RECORD_ID:
+            name, arguments = "qmem_get", {"id": unquote(uri[len(RECORD_PREFIX):])}
+        else:
+            raise _RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri[:300]})
+        try:
+            answer = self.session.call_tool(name, arguments, cancel=cancel)
+        except QmemError as exc:
+            if exc.message.startswith("no record") or exc.message.endswith("has no such record"):
+                raise _RequestError(RESOURCE_NOT_FOUND, f"Resource not found: {exc.message}", {"uri": uri}) from None
+            raise _RequestError(INTERNAL_ERROR, exc.message) from None
+        return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": answer["content"][0]["text"]}]}
 
     # -- tools (both eras)
 
