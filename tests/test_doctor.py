@@ -302,6 +302,17 @@ class HostDoctorTests(DoctorTestCase):
         shutil.rmtree(self.home / ".prime")
 
 
+class BridgeEnvironmentTests(TempHomeTestCase):
+    def test_the_interpreter_probe_gets_the_environment_the_shim_gives_the_bridge(self):
+        import re
+
+        from qmem.setup.hostcheck import BRIDGE_ENV_NAMES
+
+        shim = (REPO / "qmem" / "index.js").read_text()
+        listed = shim.split("const BRIDGE_ENV = new RegExp(", 1)[1].split("].join", 1)[0]
+        self.assertEqual(tuple(re.findall(r'"([^"]+)"', listed))[1:], BRIDGE_ENV_NAMES)  # [0] is the "^(" prefix
+
+
 SETUP_PATHS = """
 import json, sys
 from qmem import local

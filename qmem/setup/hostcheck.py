@@ -65,14 +65,16 @@ _INSTALLERS = {"pi": "pi install", "prime": "prime-agent package install"}
 _REMOVERS = {"pi": "pi remove", "prime": "prime-agent package remove"}
 _LAUNCHERS = {"pi": "pi", "prime": "prime-agent", "hermes": "hermes"}
 
-#: What the shim passes to the bridge (``BRIDGE_ENV`` in ``index.js``): the probe runs with the same.
-_BRIDGE_ENV = re.compile("^(" + "|".join([
+#: What the shim passes to the bridge (``BRIDGE_ENV`` in ``index.js``; a test keeps the two equal):
+#: the probe runs the interpreter with the same.
+BRIDGE_ENV_NAMES = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_[A-Z_]+", "TZ", "TMPDIR", "TEMP", "TMP",
     "XDG_[A-Z0-9_]+", "QMEM_[A-Z0-9_]+", "PI_QDRANT_MEMORY_[A-Z0-9_]+", "PI_CODING_AGENT_DIR",
     "PI_CODING_AGENT_SESSION_DIR", "PRIME_AGENT_CODING_AGENT_DIR", "PRIME_AGENT_SESSION_DIR",
     "PRIME_AGENT_CODING_AGENT_SESSION_DIR", "HERMES_HOME", "HTTPS?_PROXY", "ALL_PROXY", "NO_PROXY", "https?_proxy",
     "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "PYENV_VERSION", "PYENV_ROOT",
-    "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"]) + ")$")
+    "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH")
+_BRIDGE_ENV = re.compile("^(" + "|".join(BRIDGE_ENV_NAMES) + ")$")
 #: A bridge start is a second or two; an interpreter that takes this long would fail the hooks too.
 PROBE_TIMEOUT_S = 20.0
 _TOO_OLD = re.compile(r"^qmem needs Python [^\n]*", re.M)
