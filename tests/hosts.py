@@ -8,8 +8,9 @@ must run its tests: :mod:`tests.hostguard` turns a skip in them into a failure.
 Environment overrides, each naming an executable: ``QMEM_TEST_PI`` (``pi``), ``QMEM_TEST_PRIME``
 (``prime-agent``; Node ≥ 22.8 must then be the first ``node`` on PATH), ``QMEM_TEST_PRIME_KERNEL``
 (a Python with Prime's kernel runtime), ``QMEM_TEST_MCP_PYTHON`` (a Python with the ``mcp``
-2.x SDK), ``QMEM_TEST_MCP1_PYTHON`` (a Python with the 1.x SDK), ``QMEM_TEST_INSPECTOR`` (``mcp-inspector``), ``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``).  A host named by its
-override counts as installed.
+2.x SDK), ``QMEM_TEST_MCP1_PYTHON`` (a Python with the 1.x SDK), ``QMEM_TEST_INSPECTOR``
+(``mcp-inspector``), ``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``).  A host named by
+its override counts as installed.
 """
 
 from __future__ import annotations

@@ -475,7 +475,8 @@ class ProtocolFuzzTests(GatewayTestCase):
                 details = answer.get("result", {}).get("details", {})
                 ok = bool(details.get("shared") or details.get("queued"))
             (kept if ok else refused).append(text)
-            kinds[said.split()[0] if protocol.startswith("mcp") else "shared" if ok and details.get("shared") else "other"] += 1
+            mcp = protocol.startswith("mcp")
+            kinds[said.split()[0] if mcp else "shared" if ok and details.get("shared") else "other"] += 1
         self.assertGreater(len(kept), 10)
         self.assertTrue(kinds["Stored:"] or kinds["shared"], kinds)  # the gateway took some
         self.assertTrue(kinds["Queued"] or len(kept) > kinds["shared"], kinds)  # and failed on others

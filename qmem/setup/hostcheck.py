@@ -202,8 +202,8 @@ def _lane_problem(host: str, where: str, config_file: Path, check: HostCheck) ->
         check.problems.append(
             f"hermes: recall is configured but Hermes has no recall lane (neither QMEM_HOST, in its environment "
             f"or {where}, nor recall.host in {config_file} names pi or prime): no automatic recall or "
-            f"memory_search in Hermes; `echo QMEM_HOST=pi >> {where}` (or prime: whose curated memories "
-            f"Hermes recalls) fixes it")
+            f"memory_search in Hermes; `echo QMEM_HOST=pi >> {shlex.quote(where)}` (or prime: whose curated "
+            f"memories Hermes recalls) fixes it")
         return
     check.problems.append(
         f"{host}: qmem from {where} would run with recall configured but could not tell which host loads it "
