@@ -248,6 +248,21 @@ class HostDoctorTests(DoctorTestCase):
         self.assertIn(", this one), runs as pi · prime: link", text)
         self.assertIn("runs as prime · hermes: not installed", text)
 
+    def test_a_link_to_a_clone_in_the_other_hosts_directory_is_a_warning(self):
+        clone = self.home / ".pi" / "agent" / "git" / "github.com" / "example" / "qmem"
+        shutil.copytree(REPO / "qmem", clone / "qmem", ignore=shutil.ignore_patterns("__pycache__"))
+        import subprocess
+
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}  # this clone's qmem
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "prime"], cwd=clone, env=env,
+                                   capture_output=True, text=True, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        self.assertIn(f"warning: this clone ({clone / 'qmem'}) lies in pi's directory", installed.stdout)
+        document = self.report(code=0)  # it works: Prime's own facts decide
+        self.assertEqual(document["hosts"]["prime"]["identified_as"], "prime")
+        [warning] = [w for w in document["warnings"] if w.startswith("prime:")]
+        self.assertIn("`python3 -m qmem.local uninstall prime && python3 -m qmem.local install prime --copy`", warning)
+
     def test_packages_of_the_hosts_own_installers(self):
         clone = self.home / "src" / "qmem-clone"
         shutil.copytree(REPO / "qmem", clone / "qmem", ignore=shutil.ignore_patterns("__pycache__"))

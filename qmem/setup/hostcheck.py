@@ -230,6 +230,10 @@ def _check_host(host: str, env: Mapping[str, str], recall_active: bool, check: H
                                  if found.kind == "copy" else ""))
     if installed and found.unloadable:
         check.problems.append(f"{host}: {name} cannot load {found.path}: {found.unloadable}")
+    if found.kind == "link" and found.target:
+        clone = install.other_hosts_clone(host, Path(os.path.realpath(found.path)), env)
+        if clone:
+            check.warnings.append(f"{host}: " + clone.removeprefix("warning: "))
     if host == "hermes":
         _hermes_problems(found, env, recall_active, check)
         return report

@@ -436,7 +436,7 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
         result.notes.append(f"could not record what install created ({why}); "
                             f"uninstall will leave {', '.join(str(p) for p in [*created, *created_files])}")
     if result.mode == "link":
-        note = _other_hosts_clone(host, source, env)
+        note = other_hosts_clone(host, source, env)
         if note:
             result.notes.append(note)
     if result.action == "unchanged":
@@ -449,7 +449,7 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
     return result
 
 
-def _other_hosts_clone(host: str, source: Path, env: Mapping[str, str]) -> str | None:
+def other_hosts_clone(host: str, source: Path, env: Mapping[str, str]) -> str | None:
     """A warning when ``host`` is linked to a clone that lives in the other host's agent directory.
 
     The link works (identity weighs the host's own facts above the resolved path, see
