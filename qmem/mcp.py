@@ -41,7 +41,23 @@ __all__ = ["main"]
 USAGE = "usage: python3 -m qmem.mcp [--version]  (an MCP server on stdio: run it from an MCP client)"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def session_directory(plugin_root: str | None) -> Path | None:
+    """Where the client's session works: this server's working directory — unless the server was
+    started from a plugin copy and runs in it (Codex starts a plugin's server in its copy and tells
+    it nothing of the session's directory), which is then no project of the user's (None)."""
+    cwd = Path.cwd()
+    if plugin_root:
+        try:
+            if cwd.resolve() == Path(plugin_root).resolve():
+                return None
+        except (OSError, RuntimeError):
+            return None
+    return cwd
+
+
+def main(argv: Sequence[str] | None = None, *, plugin_root: str | None = None) -> int:
+    """The server; ``plugin_root``: the plugin copy this process was started from (the plugin
+    entry, :mod:`qmem.setup.pluginentry`), which is never taken for the user's project."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:
         sys.stdout.write(f"qmem-mcp {__version__}\n")
@@ -55,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout is the protocol channel
     warnings = Warnings(lambda sentence: sys.stderr.write(sentence + "\n"))
-    session = PluginSession(host=recall_host(os.environ), cwd=Path.cwd(), env=dict(os.environ), warnings=warnings)
+    session = PluginSession(host=recall_host(os.environ), cwd=session_directory(plugin_root), env=dict(os.environ),
+                            warnings=warnings)
     try:
         McpServer(session, sys.stdin.buffer, out).serve()
     except KeyboardInterrupt:

@@ -9,7 +9,9 @@ Promises:
   era-distinctive request.  *Handshake* (2024-11-05 … 2025-11-25): ``initialize`` echoes the
   client's version when served and answers 2025-11-25 otherwise; ``notifications/initialized``
   is never answered; ``ping`` answers ``{}``; tool annotations from 2025-03-26, ``title`` and
-  ``structuredContent`` from 2025-06-18.  *Modern* (2026-07-28, stateless): every request
+  ``structuredContent`` from 2025-06-18 (never for ``memory_search``, whose text is the fenced
+  block: clients that show structuredContent in place of the text would drop the fence).
+  *Modern* (2026-07-28, stateless): every request
   carries its version and capabilities in ``_meta``; ``server/discover`` answers the served
   versions, capabilities (tools, read-only resources), instructions and cache hints; every result carries
   ``resultType`` and the ``serverInfo`` stamp; ``initialize`` on a modern connection is -32022
@@ -23,7 +25,8 @@ Promises:
   a string reads as U+FFFD, as in the official SDKs.  Not an object → -32600; a batch array is
   answered as one array under 2024-11-05 and 2025-03-26 (``initialize`` refused inside it),
   and is -32600 under later versions and the modern era, which have no batches.  An unknown
-  method → -32601; bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
+  method → -32601; a line over 16 MiB (``jsonlines.LINE_LIMIT``) → -32600 naming the limit, read in
+  bounded memory, with the id when its first 4 KiB show it; bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
   with ``isError: true``, not a protocol error.  Every line written is strict JSON.
 * **Ids** are strings or integers written without fraction or exponent, of any length, and
   are echoed exactly (an integer too long for ``int()`` digit for digit, a lone surrogate as
@@ -55,7 +58,7 @@ from urllib.parse import unquote
 
 from .. import __version__
 from ..errors import QmemError
-from ..jsonlines import UnreadableLine, decode_line, encode_line, id_key, is_request_id
+from ..jsonlines import TOO_LONG, UnreadableLine, decode_line, encode_line, id_key, is_request_id, read_lines
 from .mcperas import (HANDSHAKE, HANDSHAKE_VERSIONS, MODERN, MODERN_VERSIONS, EnvelopeError, at_least, has_envelope,
                       modern_result, read_envelope, unsupported_version)
 from .session import PluginSession
@@ -135,7 +138,10 @@ class McpServer:
         """Read on this thread, answer on a worker: requests in order, cancellations at once."""
         worker = threading.Thread(target=self._work, name="qmem-mcp", daemon=True)
         worker.start()
-        for raw in self._in:
+        for raw in read_lines(self._in):
+            if isinstance(raw, UnreadableLine):  # over the line limit: answered in its turn
+                self._inbox.put(raw)
+                continue
             if not raw.strip():
                 continue
             try:
@@ -187,6 +193,8 @@ class McpServer:
         if isinstance(message, UnreadableLine):
             members = message.members or {}
             request_id = members.get("id") if is_request_id(members.get("id")) else None
+            if message.reason == TOO_LONG:
+                return _error(request_id, INVALID_REQUEST, f"Invalid request: {message.reason}")
             return _error(request_id, PARSE_ERROR, f"Parse error: {message.reason}")
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid request: batches and non-objects are not supported")
@@ -351,7 +359,11 @@ class McpServer:
         except QmemError as exc:
             return self._result(exc.message, {"qmem": 1, "error": {"category": exc.category, "message": exc.message}},
                                 version, error=True)
-        return self._result(answer["content"][0]["text"], answer.get("details"), version, error=False)
+        # Claude Code 2.1.332 and Codex 0.171.0 give the model a result's structuredContent in place of its
+        # text; memory_search's text is the fenced <memory-context> block (its details only ids and scores),
+        # so it goes as text alone.
+        details = None if name == "memory_search" else answer.get("details")
+        return self._result(answer["content"][0]["text"], details, version, error=False)
 
     def _result(self, text: str, details: dict[str, Any] | None, version: str, *, error: bool) -> dict[str, Any]:
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
