@@ -38,11 +38,14 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..config import CREDENTIAL_VARIABLES
 from ..errors import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 __all__ = []
 
