@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["TOOLS", "TOOL_NAMES", "COMMANDS"]
+__all__ = ["TOOL_NAMES", "COMMANDS"]
 
 
 @dataclass(frozen=True)
