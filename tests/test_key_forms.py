@@ -261,12 +261,19 @@ class AuthoredTextTests(TempHomeTestCase):
         answer = [m for m in map(json.loads, stdout.splitlines()) if m.get("id") == 1][0]["result"]
         self.assertIn(self.TEXT, answer["content"][0]["text"])
 
-    def test_a_record_holding_the_whole_key_keeps_it_out_of_the_local_copy(self):
-        text = f"the gateway key is {self.KEY} for staging"
-        self.cli("store", "--json", "--project", "shop", "--text", text)
-        self.cli("pull", "--json")
-        self.assertEqual(self.found("staging"), [f"the gateway key is {MARKER} for staging"])
-
+    def test_a_record_holding_the_whole_key_is_refused_before_it_is_shared_or_queued(self):
+        for form in (self.KEY, self.KEY.encode().hex()):
+            for extra in ((), ("--queue-only",)):
+                with self.subTest(form=form, extra=extra):
+                    proc = subprocess.run([sys.executable, "-m", "qmem.local", "store", "--json", "--project", "shop",
+                                           *extra, "--text", f"the gateway key is {form} for staging"],
+                                          capture_output=True, text=True, env=self.env, cwd=self.home, timeout=120)
+                    self.assertEqual(proc.returncode, 1, proc.stdout)
+                    message = json.loads(proc.stdout)["error"]["message"]
+                    self.assertIn("a configured qmem key", message)
+                    self.assertNotIn(form, message)
+        self.assertEqual(self.gateway.count_by_text(), {})
+        self.assertEqual(self.cli("queue", "--json")["counts"]["pending"], 0)
 
 if __name__ == "__main__":
     unittest.main()

@@ -59,7 +59,7 @@ from urllib.parse import quote, quote_plus
 from ..config import CREDENTIAL_VARIABLES
 from ..errors import one_line
 
-__all__ = []
+__all__ = ["known_keys"]
 
 #: The shortest piece of a key that is redacted wherever it appears.
 PIECE = 12
