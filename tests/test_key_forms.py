@@ -177,6 +177,13 @@ class EchoedFormsTests(TempHomeTestCase):
         answer = [m for m in map(json.loads, stdout.splitlines()) if m.get("id") == 1][0]
         self.assertIn(MARKER, json.dumps(answer))
 
+        # doctor, text and --json, with the gateway refusing its status probe in every form.
+        self.gateway.inject(Fault.status(400, {"error": f"bad {self.key}", "detail": echo(self.key)},
+                                         path="/v1/status", times=None))
+        doctor = json.loads(self.cli("doctor --json", "doctor", "--json"))
+        self.assertIn(f"hex {MARKER}", doctor["gateway"]["error"])
+        self.cli("doctor", "doctor")
+
         for label, output in self.outputs:
             with self.subTest(output=label):
                 self.assertEqual(leaked(output, self.key), [])
