@@ -56,9 +56,7 @@ import os  # noqa: E402  (after the version check: one line on an old Python, no
 import queue  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, BinaryIO  # noqa: E402
 
 from . import __version__  # noqa: E402
 from .config import recall_host  # noqa: E402
@@ -67,6 +65,11 @@ from .errors import QmemError  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
 from .hosts.tools import TOOLS  # noqa: E402
 from .jsonlines import TOO_LONG, UnreadableLine, decode_line, encode_line, id_key, is_request_id, read_lines  # noqa: E402
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, BinaryIO
 
 __all__ = ["main"]
 
@@ -84,7 +87,7 @@ BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
 _STOP = object()  # the worker's stop signal: no line a client sends can be this object
 
 
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+def _error(request_id: "Any", code: int, message: str) -> "dict[str, Any]":
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
@@ -100,18 +103,18 @@ def _at_least(version: str, minimum: str) -> bool:
 
 
 class McpServer:
-    def __init__(self, session: PluginSession, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    def __init__(self, session: PluginSession, stdin: "BinaryIO", stdout: "BinaryIO") -> None:
         self.session = session
         self._in = stdin
         self._out = stdout
         self._version = LATEST
-        self._inbox: queue.Queue[Any] = queue.Queue()  # parsed lines, UnreadableLine errors, then _STOP
-        self._current: tuple[tuple[str, Any], threading.Event] | None = None
+        self._inbox: "queue.Queue[Any]" = queue.Queue()  # parsed lines, UnreadableLine errors, then _STOP
+        self._current: "tuple[tuple[str, Any], threading.Event] | None" = None
         self._current_lock = threading.Lock()
 
     # -- output
 
-    def _send(self, answer: dict[str, Any] | list[dict[str, Any]]) -> None:
+    def _send(self, answer: "dict[str, Any] | list[dict[str, Any]]") -> None:
         if isinstance(answer, list):
             data = b"[" + b",".join(self._encoded(item).rstrip(b"\n") for item in answer) + b"]\n"
         else:
@@ -119,7 +122,7 @@ class McpServer:
         self._out.write(data)
         self._out.flush()
 
-    def _encoded(self, answer: dict[str, Any]) -> bytes:
+    def _encoded(self, answer: "dict[str, Any]") -> bytes:
         try:
             return encode_line(answer)
         except (TypeError, ValueError, RecursionError):  # a result that is not JSON data: still one answer
@@ -150,7 +153,7 @@ class McpServer:
         self._inbox.put(_STOP)
         worker.join()  # drain: every request read is answered before the server exits
 
-    def _cancel(self, params: Any) -> None:
+    def _cancel(self, params: "Any") -> None:
         if not isinstance(params, dict):
             return
         key = id_key(params.get("requestId"))  # by JSON type and value: true does not cancel 1
@@ -172,7 +175,7 @@ class McpServer:
             except Exception as exc:  # a bug must not stop the worker: later requests are still answered
                 sys.stderr.write(f"qmem-mcp: internal error ({exc.__class__.__name__})\n")
 
-    def _answer_batch(self, batch: list[Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+    def _answer_batch(self, batch: "list[Any]") -> "dict[str, Any] | list[dict[str, Any]] | None":
         """A JSON-RPC batch: answered in one array where the negotiated version has batches."""
         if self._version not in BATCH_VERSIONS:
             return _error(None, INVALID_REQUEST, f"Invalid request: protocol {self._version} has no batches")
@@ -181,7 +184,7 @@ class McpServer:
         answers = [answer for answer in (self._answer(item, in_batch=True) for item in batch) if answer is not None]
         return answers or None
 
-    def _answer(self, message: Any, *, in_batch: bool = False) -> dict[str, Any] | None:
+    def _answer(self, message: "Any", *, in_batch: bool = False) -> "dict[str, Any] | None":
         """The answer to one message, or None for a notification."""
         if isinstance(message, UnreadableLine):
             members = message.members or {}
@@ -223,7 +226,7 @@ class McpServer:
                 self._current = None
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _dispatch(self, method: str, params: Any, cancel: threading.Event) -> dict[str, Any]:
+    def _dispatch(self, method: str, params: "Any", cancel: threading.Event) -> "dict[str, Any]":
         if not isinstance(params, dict):
             raise _RequestError(INVALID_PARAMS, "Invalid params: params must be an object")
         if method == "initialize":
@@ -236,19 +239,19 @@ class McpServer:
             return self._call(params, cancel)
         raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
-    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _initialize(self, params: "dict[str, Any]") -> "dict[str, Any]":
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise _RequestError(INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
         self._version = requested if requested in PROTOCOL_VERSIONS else LATEST
-        info: dict[str, Any] = {"name": "qmem", "version": __version__}
+        info: "dict[str, Any]" = {"name": "qmem", "version": __version__}
         if _at_least(self._version, "2025-06-18"):
             info["title"] = "qmem shared memory"
         return {"protocolVersion": self._version, "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": info, "instructions": self.session.system_prompt_addition(None)}
 
-    def _tool(self, tool: Any) -> dict[str, Any]:
-        described: dict[str, Any] = {"name": tool.name, "description": tool.description,
+    def _tool(self, tool: "Any") -> "dict[str, Any]":
+        described: "dict[str, Any]" = {"name": tool.name, "description": tool.description,
                                      "inputSchema": tool.parameters}
         if _at_least(self._version, "2025-03-26"):
             described["annotations"] = {"title": tool.label, "readOnlyHint": tool.read_only,
@@ -258,7 +261,7 @@ class McpServer:
             described["title"] = tool.label
         return described
 
-    def _call(self, params: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    def _call(self, params: "dict[str, Any]", cancel: threading.Event) -> "dict[str, Any]":
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -284,8 +287,8 @@ class McpServer:
         details = None if name == "memory_search" else answer.get("details")
         return self._result(answer["content"][0]["text"], details, error=False)
 
-    def _result(self, text: str, details: dict[str, Any] | None, *, error: bool) -> dict[str, Any]:
-        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
+    def _result(self, text: str, details: "dict[str, Any] | None", *, error: bool) -> "dict[str, Any]":
+        result: "dict[str, Any]" = {"content": [{"type": "text", "text": text}], "isError": error}
         if details is not None and _at_least(self._version, "2025-06-18"):
             result["structuredContent"] = details
         return result
@@ -308,7 +311,7 @@ def session_directory(plugin_root: str | None) -> Path | None:
     return cwd
 
 
-def main(argv: Sequence[str] | None = None, *, plugin_root: str | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None, *, plugin_root: str | None = None) -> int:
     """The server; ``plugin_root``: the plugin copy this process was started from (the plugin
     entry, :mod:`qmem.setup.pluginentry`), which is never taken for the user's project."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -40,10 +40,8 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from .clients.embeddings import EmbeddingError, EmbeddingsClient
 from .clients.qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
@@ -53,6 +51,12 @@ from .errors import InputError, QmemError
 from .fence.memorycontext import Excerpt, render_block, unique_excerpts
 from .hosts.recallservices import RecallServices
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["Recall", "recall_patch", "MAX_PROMPT_CHARS"]
 

@@ -29,15 +29,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from .. import __version__
 from ..files.smallfile import UnreadableFile
 from ..hosts.identity import identify_host, installed_evidence
 from . import install, installrecord
+from ..valueclass import dataclass, field
 from .hostpackages import Package, installed_packages
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = []
 

@@ -45,16 +45,19 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..errors import QmemError
 from ..files.smallfile import CONTENT_REASONS, MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
 from ..hostdirs import agent_directory
 from . import hermesconfig, installrecord
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["install", "uninstall"]
 
