@@ -631,7 +631,9 @@ class PrimeKernelTests(PrimeHostTestCase):
         for name in ("qmem_store", "qmem_search", "qmem_meta", "memory_search"):
             self.assertIn(f"{name} ANSWERED", output)
         self.assertNotIn("FAILED", output)
-        self.assertIn('"recall": [{"id": "2"', output)  # point 2: the host=prime record
+        # point 2, the host=prime record, in the fenced block (memory_search answers with text alone)
+        self.assertIn("[1] id=2 \\u00b7 source=hermes:hermes_memories", output)
+        self.assertIn("(prime)\\n</memory-context>", output)
         self.assertIn("done: ", proc.stdout)
         self.assertEqual(self.gateway.count_by_text(), {"Stored through Prime's MCP client": 1})
 
