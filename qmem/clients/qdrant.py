@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +39,8 @@ __all__ = ["ReadOnlyQdrant", "CollectionInfo", "ScoredPoint", "QdrantError"]
 
 
 class QdrantError(QmemError):
-    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout``, ``parsing`` or ``refused_key``
-    (a 401/403: the key is missing or wrong)."""
+    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout``, ``parsing``, ``refused_key``
+    (a 401/403: the key is missing or wrong) or ``breaker_open`` (nothing was sent)."""
 
     category = "retrieval"
 
@@ -111,10 +112,10 @@ def _point_id(value: Any) -> str | None:
 class ReadOnlyQdrant:
     """Health, collection info and search on one collection; see the module docstring."""
 
-    __slots__ = ("__http", "__allowed", "__collection_path", "__search_path", "__endpoint", "__breaker")
+    __slots__ = ("__http", "__allowed", "__collection_path", "__search_path", "__endpoint", "__breaker", "__slow_s")
 
     def __init__(self, url: str, collection: str, *, api_key: str | None, search_endpoint: str,
-                 timeout_s: float, breaker: Breaker | None = None) -> None:
+                 timeout_s: float, breaker: Breaker | None = None, slow_s: float | None = None) -> None:
         if search_endpoint not in ("search", "query"):
             raise ValueError("search_endpoint must be 'search' or 'query'")
         headers = {"api-key": api_key} if api_key else {}
@@ -126,6 +127,9 @@ class ReadOnlyQdrant:
         self.__allowed = frozenset({("GET", "/healthz"), ("GET", self.__collection_path),
                                     ("POST", self.__search_path)})
         self.__breaker = breaker
+        # An answer slower than this counts toward the breaker like a failure (recall.waitMs): a
+        # service that always answers, but too late to be used, must stop costing every turn.
+        self.__slow_s = slow_s
 
     def close(self) -> None:
         self.__http.close()
@@ -180,7 +184,8 @@ class ReadOnlyQdrant:
         if breaker is not None:
             decision = breaker.check()
             if not decision.allowed:
-                raise QdrantError("Qdrant is marked unreachable (circuit breaker open)")
+                raise QdrantError("Qdrant is marked unreachable (circuit breaker open)", category="breaker_open")
+        started = time.monotonic()
         try:
             response = self.__http.request(method, path, json_body=json_body, budget=budget, cancel=cancel)
         except TransportError as exc:
@@ -196,7 +201,10 @@ class ReadOnlyQdrant:
             timeout = exc.kind in ("header_timeout", "body_timeout")
             raise QdrantError(exc.message, category="timeout" if timeout else "retrieval") from None
         if breaker is not None:
-            breaker.success()
+            if self.__slow_s is not None and time.monotonic() - started > self.__slow_s:
+                breaker.ambiguous_failure()  # a slow call: answered, but too late to help a turn
+            else:
+                breaker.success()
         if response.status >= 400:
             raise QdrantError(_error_message(response),
                               category="refused_key" if response.status in (401, 403) else "retrieval")

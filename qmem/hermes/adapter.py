@@ -85,7 +85,8 @@ def _current_session() -> PluginSession:
             session = PluginSession(host=recall_host(os.environ), cwd=Path.cwd(), env=dict(os.environ),
                                     warnings=Warnings(), skill_hint=SKILL_HINT)
             _session = session
-            _turns = Turns(lambda prompt: session.auto_recall(prompt[:MAX_PROMPT_CHARS]))
+            _turns = Turns(lambda prompt: session.auto_recall(prompt[:MAX_PROMPT_CHARS]),
+                           start=lambda prompt: session.start_recall(prompt[:MAX_PROMPT_CHARS]))
         return _session
 
 

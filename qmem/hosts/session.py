@@ -15,7 +15,8 @@ lane) and promises:
   once (records it marks failed are one warning per session);
   :meth:`~PluginSession.system_prompt_addition` gives the rules block (:mod:`qmem.hosts.rules`)
   while a qmem tool is active; :meth:`~PluginSession.context` and
-  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise.
+  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise;
+  :meth:`~PluginSession.start_recall` begins it at the first event that carries the prompt.
 * :meth:`~PluginSession.command` runs ``/qmem:config`` and ``/qmem:local``
   (:mod:`qmem.hosts.commands`).
 
@@ -225,6 +226,15 @@ class PluginSession:
             self.warnings.warn("configuration")
             return None
         return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+
+    def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False) -> None:
+        """Begin the automatic recall of ``prompt`` in the background, at the first host event that
+        carries it (pi's ``before_agent_start``, Hermes' ``pre_llm_call``); never raises, never waits."""
+        try:
+            recall = self.recall
+        except QmemError:
+            return  # the context hook says so, once
+        recall.start(prompt, rlm_depth=rlm_depth, depth_given=depth_given)
 
     # -- commands
 
