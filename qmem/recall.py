@@ -331,6 +331,13 @@ class Recall:
             if client is not None:
                 client.close()
 
+    def wait_background(self, timeout: float) -> bool:
+        """For shutdown and tests: wait until every background recall has ended; True if they did."""
+        until = time.monotonic() + timeout
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return all(job.done.wait(max(until - time.monotonic(), 0)) for job in jobs)
+
     # -- clients, built on first use
 
     def _clients(self) -> tuple[ReadOnlyQdrant, EmbeddingsClient]:

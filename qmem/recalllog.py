@@ -33,7 +33,7 @@ from typing import Any
 from .files.atomicfile import ensure_private_dir, write_atomic
 from .files.smallfile import UnreadableFile, read_small_file
 
-__all__ = ["RecallLog", "entry"]
+__all__ = ["RecallLog", "entry", "last_lane_outcomes", "LOG_NAME", "MAX_BYTES"]
 
 LOG_NAME = "recall-log.jsonl"
 MAX_BYTES = 256 * 1024
