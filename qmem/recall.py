@@ -298,6 +298,7 @@ class _Job:
     total_ms: float = 0.0
     first_wait_ms: float | None = None  # what the prompt's first request waited (None: none asked yet)
     superseded: bool = False  # a newer prompt started: no later request of this one will come
+    finished: bool = False  # the outcome is set (``done`` follows once it is logged)
     logged: bool = False
 
 
@@ -538,9 +539,11 @@ class Recall:
             self.services.warnings.warn("retrieval")
             job.block, job.outcome, job.category = None, "failed", "internal"
         finally:
-            job.total_ms = (time.monotonic() - job.started) * 1000
-            job.done.set()
+            with self._lock:
+                job.total_ms = (time.monotonic() - job.started) * 1000
+                job.finished = True
             self._settle(job)
+            job.done.set()  # after the log line: whoever waited for the recall finds it logged
 
     def _recalled(self, prompt: str, cancel: threading.Event | None) -> str | None:
         """The block for ``prompt`` if it is ready within what is left of the prompt's wait budget,
@@ -563,6 +566,7 @@ class Recall:
             if first:
                 job.first_wait_ms = waited * 1000
         if not job.done.is_set():
+            self._settle(job)  # an outcome without a block (none, failed…) is known now if the recall ended
             return None
         self._settle(job, delivered="delivered" if first else "late")
         return job.block
@@ -571,7 +575,7 @@ class Recall:
         """Write the job's line in the recall log once its outcome is known (see :mod:`qmem.recalllog`)."""
         log = self.services.log
         with self._lock:
-            if job.logged or not job.done.is_set() or job.first_wait_ms is None:
+            if job.logged or not job.finished or job.first_wait_ms is None:
                 return  # still running, or no request has asked yet: the outcome is not known
             if job.outcome == "found":
                 if delivered is None and not job.superseded:

@@ -429,10 +429,10 @@ class AutoRecallTests(RecallTestCase):
         threading.Thread(target=lambda: self.embeddings.wait_for_requests(1, 10) and cancel.set(), daemon=True).start()
         out = self.turn("blue green", recall, cancel=cancel)
         self.assertEqual(len(out), 1)
-        job = next(iter(recall._jobs.values()))
         recall.close()  # the session ends: its recall is cancelled, not timed out
-        self.assertTrue(job.done.wait(10))
-        self.assertEqual((job.outcome, job.category), ("failed", "cancellation"))
+        self.assertTrue(recall.wait_background(10))
+        [entry] = self.rt.recall_services().log.read_entries()
+        self.assertEqual((entry["outcome"], entry["category"]), ("failed", "cancellation"))
         self.assertEqual(self.said, [SENTENCES["cancellation"]])  # not "timeout": the 30 s did not end it
         breaker = recall.services.breaker_for(self.embeddings.base_url).snapshot()
         self.assertEqual((breaker["state"], breaker["consecutive_failures"]), ("closed", 0))
