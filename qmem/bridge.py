@@ -342,9 +342,9 @@ class Bridge:
 
             return recall_patch(messages, out)
         if method == "before_agent_start":
-            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall starts now
+            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall gets ready now
                 session.start_recall(params["prompt"], rlm_depth=params.get("rlmDepth"),
-                                     depth_given=params.get("depthGiven") is True)
+                                     depth_given=params.get("depthGiven") is True, warm_only=True)
             active = params.get("activeTools")
             addition = session.system_prompt_addition(active if isinstance(active, list) else None)
             return {"append": addition}

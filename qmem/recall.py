@@ -21,7 +21,7 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
   Results are kept per (host, project, prompt), so a prompt costs one embedding and one
   search per lane however many tool-loop turns follow — failures are kept too.
 * **Never holds up a turn.**  A prompt's recall runs in the background (:meth:`Recall.start`,
-  at the first host event that carries the prompt, else at its first request), bounded by
+  at the first host event that surely carries the prompt, else at its first request), bounded by
   ``recall.timeoutMs``: one embedding, then the two lane searches at once.  The requests of a
   prompt together wait at most ``recall.waitMs`` for it (name resolution and connecting
   happen in the background too); a request that stops waiting goes on without a block and
@@ -479,16 +479,33 @@ class Recall:
             self.services.warnings.warn("retrieval")
             return None
 
-    def start(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False) -> None:
+    def start(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+              warm_only: bool = False) -> None:
         """Begin the automatic recall of ``prompt`` in the background, at the first host event
         that carries it, so the prompt's first LLM request waits as little as possible.  The
-        same gate as :meth:`context`; never raises, never waits."""
+        same gate as :meth:`context`; never raises, never waits.
+
+        ``warm_only``: the event's text may never become the request's prompt (Prime runs
+        ``before_agent_start`` for a sub-agent's completion notice too, which reaches the model
+        as a custom message): do what costs nothing upstream — load the credential scanner and
+        scan the text, build the clients — and leave the embedding to the request."""
         try:
             text = prompt.strip()[:MAX_PROMPT_CHARS] if isinstance(prompt, str) else ""
-            if text and self._allowed(rlm_depth, depth_given):
+            if not text or not self._allowed(rlm_depth, depth_given):
+                return
+            if warm_only:
+                threading.Thread(target=self._warm, args=(text,), name="qmem-recall-warm", daemon=True).start()
+            else:
                 self._job(text)  # the key prompt_of() gives the same prompt in the context hook
         except Exception:
             self.services.warnings.warn("retrieval")
+
+    def _warm(self, text: str) -> None:
+        try:
+            self._clients()
+            _sendable(text)  # the scanner's first use loads it: the request's recall starts without that
+        except Exception:
+            pass  # only a head start: the request's own recall says what is wrong
 
     def _allowed(self, rlm_depth: object, depth_given: bool) -> bool:
         """Whether automatic recall runs for this call (warns once when the host is in doubt)."""

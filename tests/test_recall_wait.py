@@ -93,6 +93,14 @@ class WaitTests(RecallTestCase):
         self.assertEqual(len(self.embeddings.inputs), 1)  # the request found the recall it started
         self.assertEqual(self.log()[0]["outcome"], "delivered")
 
+    def test_a_warm_start_sends_nothing_upstream(self):
+        self.configure()
+        recall = self.recall()
+        recall.start("RLM child deploy-reader completed", warm_only=True)  # Prime's notice: never the prompt
+        self.assertEqual(len(blocks(recall.context(user(PROMPTS[0])))), 1)
+        self.assertTrue(recall.wait_background(30))
+        self.assertEqual(self.embeddings.inputs, [PROMPTS[0]])
+
     def test_slow_calls_open_the_breaker_and_then_cost_nothing(self):
         self.configure(waitMs=20)
         self.qdrant.inject(Fault.delay(0.5, path="/collections", times=None))  # answers, but far too late

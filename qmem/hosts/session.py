@@ -227,14 +227,16 @@ class PluginSession:
             return None
         return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
 
-    def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False) -> None:
+    def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+                     warm_only: bool = False) -> None:
         """Begin the automatic recall of ``prompt`` in the background, at the first host event that
-        carries it (pi's ``before_agent_start``, Hermes' ``pre_llm_call``); never raises, never waits."""
+        carries it (Hermes' ``pre_llm_call``; ``warm_only`` for pi's and Prime's ``before_agent_start``,
+        whose text may not be the prompt: see :meth:`qmem.recall.Recall.start`); never raises, never waits."""
         try:
             recall = self.recall
         except QmemError:
             return  # the context hook says so, once
-        recall.start(prompt, rlm_depth=rlm_depth, depth_given=depth_given)
+        recall.start(prompt, rlm_depth=rlm_depth, depth_given=depth_given, warm_only=warm_only)
 
     # -- commands
 
