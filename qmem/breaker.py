@@ -7,7 +7,8 @@ Promises:
   so it starts closed.
 * **Definitive failures** (connect, DNS, header timeout) open the breaker at once for
   ``base_ms``; each re-open without a success in between doubles the window, up to
-  ``max_ms``.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
+  ``max_ms``.  A failure reported while the breaker is open (a call let through before it
+  opened, such as another of the calls a recall makes at once) changes nothing.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
   ``trip_after`` failed *calls* in a row (a caller reports a call once, after its own
   retries).  :meth:`Breaker.hold` opens it for the time a service asked for
   (``Retry-After``, which the transport caps at 5 minutes).
@@ -192,9 +193,12 @@ class Breaker:
             document["endpoints"].pop(self.key, None)
 
     def definitive_failure(self) -> int:
-        """Nobody answered: open now.  Returns the window in ms."""
+        """Nobody answered: open now.  Returns the window in ms (0 when it was open already)."""
         with self._locked() as document:
-            return self._open(document, self._entry(document))
+            entry = self._entry(document)
+            if self._open_now(entry):
+                return 0  # a call that began before the breaker opened: no re-open, no doubling
+            return self._open(document, entry)
 
     def ambiguous_failure(self) -> int:
         """A bad or slow answer: open after ``trip_after`` in a row (or when a probe fails).
@@ -203,6 +207,8 @@ class Breaker:
         """
         with self._locked() as document:
             entry = self._entry(document)
+            if self._open_now(entry):
+                return 0  # a call that began before the breaker opened: no re-open, no doubling
             failures = entry.get("failures", 0) + 1
             probing = entry.get("open_until", 0) > 0
             if probing or failures >= self.policy.trip_after:
@@ -224,6 +230,11 @@ class Breaker:
             document["endpoints"][self.key] = {**entry, "open_until": until, "failures": 0, "probe_until": 0,
                                                "updated": now}
             return until - now
+
+    def _open_now(self, entry: dict[str, int]) -> bool:
+        """Open and its window not yet passed.  A failure reported now comes from a call that was let
+        through before it opened (calls run at once, in this process or another): it is no failed probe."""
+        return self._now() < entry.get("open_until", 0)
 
     def _open(self, document: dict[str, Any], entry: dict[str, int]) -> int:
         now = self._now()

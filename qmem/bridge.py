@@ -342,9 +342,12 @@ class Bridge:
 
             return recall_patch(messages, out)
         if method == "before_agent_start":
-            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall gets ready now
-                session.start_recall(params["prompt"], rlm_depth=params.get("rlmDepth"),
-                                     depth_given=params.get("depthGiven") is True, warm_only=True)
+            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall gets ready now,
+                # on its own thread: loading the lane must not hold up this answer (pi waits for it)
+                threading.Thread(target=session.start_recall, args=(params["prompt"],), daemon=True,
+                                 kwargs={"rlm_depth": params.get("rlmDepth"), "warm_only": True,
+                                         "depth_given": params.get("depthGiven") is True},
+                                 name="qmem-recall-start").start()
             active = params.get("activeTools")
             addition = session.system_prompt_addition(active if isinstance(active, list) else None)
             return {"append": addition}

@@ -456,25 +456,26 @@ class Recall:
             raise RecallError(f"formatting failed ({exc.__class__.__name__})", category="formatting") from None
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
-                cancel: threading.Event | None = None) -> list[Any]:
-        """The host's context hook: the messages for this LLM call, with at most one recall block."""
+                cancel: threading.Event | None = None, began: float | None = None) -> list[Any]:
+        """The host's context hook: the messages for this LLM call, with at most one recall block.
+        ``began``: when the request started waiting (``time.monotonic()``), if before this call."""
         try:
             if not self._allowed(rlm_depth, depth_given):
                 return without_recall(messages)
             prompt = prompt_of(messages)
-            return with_recall(messages, None if prompt is None else self._recalled(prompt, cancel))
+            return with_recall(messages, None if prompt is None else self._recalled(prompt, cancel, began))
         except Exception:  # fail open: whatever happened, the turn goes on without memory
             self.services.warnings.warn("retrieval")
             return without_recall(messages) if isinstance(messages, (list, tuple)) else list(messages or [])
 
     def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
-                    cancel: threading.Event | None = None) -> str | None:
+                    cancel: threading.Event | None = None, began: float | None = None) -> str | None:
         """Automatic recall for a host that places the block itself: the block for ``prompt``,
         or None (nothing to add).  The same gate, cache and warnings as :meth:`context`; never raises."""
         try:
             if not self._allowed(rlm_depth, depth_given) or prompt is None:
                 return None
-            return self._recalled(prompt, cancel)
+            return self._recalled(prompt, cancel, began)
         except Exception:  # fail open, as context() does
             self.services.warnings.warn("retrieval")
             return None
@@ -562,13 +563,14 @@ class Recall:
             self._settle(job)
             job.done.set()  # after the log line: whoever waited for the recall finds it logged
 
-    def _recalled(self, prompt: str, cancel: threading.Event | None) -> str | None:
-        """The block for ``prompt`` if it is ready within what is left of the prompt's wait budget,
-        else None: the recall goes on, and a later request of the same prompt gets its block."""
+    def _recalled(self, prompt: str, cancel: threading.Event | None, began: float | None = None) -> str | None:
+        """The block for ``prompt`` if it is ready within what is left of the prompt's wait budget
+        (counted from ``began``: a first request also waited for this lane to load), else None: the
+        recall goes on, and a later request of the same prompt gets its block."""
         job = self._job(prompt)
         with self._lock:
             left = job.wait_left
-        began = time.monotonic()
+        began = time.monotonic() if began is None else began
         until = began + left
         while not job.done.is_set() and (cancel is None or not cancel.is_set()):
             remaining = until - time.monotonic()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,23 +210,25 @@ class PluginSession:
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
                 cancel: threading.Event | None = None) -> list[Any]:
         """Auto-recall for one LLM call (never raises)."""
+        began = time.monotonic()  # the wait budget counts the recall lane's first load too
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return list(messages)
-        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
 
     def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
                     cancel: threading.Event | None = None) -> str | None:
         """Automatic recall for a host that places the block itself: the block for ``prompt`` or
         None (never raises).  The same gate, cache and warnings as :meth:`context`."""
+        began = time.monotonic()
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return None
-        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
 
     def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
                      warm_only: bool = False) -> None:
