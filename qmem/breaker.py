@@ -10,7 +10,8 @@ Promises:
   ``max_ms``.  A failure reported while the breaker is open (a call let through before it
   opened, such as another of the calls a recall makes at once) changes nothing.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
   ``trip_after`` failed *calls* in a row (a caller reports a call once, after its own
-  retries).  :meth:`Breaker.hold` opens it for the time a service asked for
+  retries).  A call that takes too long to help its caller counts as such a failure the moment it
+  has (:class:`SlowCall`).  :meth:`Breaker.hold` opens it for the time a service asked for
   (``Retry-After``, which the transport caps at 5 minutes).
 * **While open**, :meth:`Breaker.check` answers in microseconds without touching the
   network: one read of a small file.  When the window has passed, exactly one caller (in
@@ -29,6 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,7 +43,7 @@ from .diagnostics import Warnings
 from .files.atomicfile import ensure_private_dir, write_atomic
 from .files.smallfile import MIB, UnreadableFile, decode_json, read_small_file
 
-__all__ = ["Breaker", "BreakerPolicy"]
+__all__ = ["Breaker", "BreakerPolicy", "SlowCall"]
 
 FILE_VERSION = 1
 STALE_ENTRY_MS = 30 * 86_400_000
@@ -268,6 +270,37 @@ class Breaker:
             "endpoints_tracked": len(document["endpoints"]),
             "file_corrupt": corrupt,
         }
+
+
+class SlowCall:
+    """A watch on one call: the moment it has taken ``seconds``, it counts toward ``breaker`` as an
+    ambiguous failure — while the caller still waits, not when the answer comes, so a service that
+    keeps every caller waiting opens its breaker as early as it can (resilience4j's slow-call rule,
+    applied at the threshold).  :meth:`end` stops the watch and says whether the call was counted:
+    then its outcome must not be reported again (a success would undo the count)."""
+
+    def __init__(self, breaker: Breaker, seconds: float) -> None:
+        self._breaker = breaker
+        self._lock = threading.Lock()
+        self._state = "running"
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._state != "running":
+                return
+            self._state = "slow"
+        self._breaker.ambiguous_failure()
+
+    def end(self) -> bool:
+        """Stop watching; True if the call was counted as slow."""
+        with self._lock:
+            slow = self._state == "slow"
+            self._state = "ended"
+        self._timer.cancel()
+        return slow
 
 
 def _decide(entry: dict[str, int], now: int) -> Decision | None:

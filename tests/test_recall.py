@@ -422,7 +422,7 @@ class AutoRecallTests(RecallTestCase):
         self.assertEqual(self.said, [])  # a cancelled wait is no failure
 
     def test_closing_ends_a_background_recall_and_leaves_the_breakers_alone(self):
-        self.configure(timeoutMs=30_000)
+        self.configure(timeoutMs=30_000, waitMs=60_000)  # not slow yet when the session ends
         self.embeddings.inject(Fault.hang())
         recall = self.recall()
         cancel = threading.Event()

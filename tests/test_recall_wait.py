@@ -116,6 +116,21 @@ class WaitTests(RecallTestCase):
                          [("skipped", "breaker_open"), ("skipped", "breaker_open"), ("lost", None)])
         self.assertEqual(self.said, [SENTENCES["retrieval"]])
 
+    def test_a_call_counts_as_slow_while_it_still_waits(self):
+        self.configure(waitMs=20, timeoutMs=120_000)  # no timeout can open it meanwhile
+        gate = threading.Event()
+        self.addCleanup(gate.set)
+        self.qdrant.inject(Fault.delay_headers(gate, path="/collections", times=3))
+        recall = self.recall()
+        self.assertEqual(blocks(recall.context(user(PROMPTS[0]))), [])
+        until = time.monotonic() + 20  # a watchdog: the three calls are held until the breaker is seen open
+        while self.breaker(self.qdrant.url) != "open" and time.monotonic() < until:
+            threading.Event().wait(0.01)
+        self.assertEqual(self.breaker(self.qdrant.url), "open")  # while no answer has come yet
+        gate.set()
+        self.assertTrue(recall.wait_background(30))
+        self.assertEqual(self.breaker(self.qdrant.url), "open")  # the late answers do not close it
+
     def test_fast_calls_leave_the_breaker_closed(self):
         self.configure()  # waitMs 800: loopback answers are far below it
         recall = self.recall()

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from typing import Any
 
-from ..breaker import Breaker
+from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
 from .transport import HttpClient, TransportError
 
@@ -48,23 +47,28 @@ class EmbeddingsClient:
             raise EmbeddingError("the embeddings service is marked unreachable (circuit breaker open)",
                                  category="breaker_open")
         body = {"model": self._model, "input": text, "encoding_format": "float"}
-        started = time.monotonic()
+        watch = SlowCall(breaker, self._slow_s) if breaker is not None and self._slow_s is not None else None
+        failure: TransportError | None = None
         try:
             response = self._http.request("POST", "/embeddings", json_body=body, budget=budget, cancel=cancel)
         except TransportError as exc:
-            if exc.kind == "cancelled":
-                raise EmbeddingError(exc.message, category="cancellation") from None
-            if exc.kind == "encoding":
-                raise EmbeddingError(exc.message, category="parsing") from None  # nothing was sent
+            failure = exc
+        finally:
+            slow = watch.end() if watch is not None else False  # counted already, if it was
+        if failure is not None:
+            if failure.kind == "cancelled":
+                raise EmbeddingError(failure.message, category="cancellation") from None
+            if failure.kind == "encoding":
+                raise EmbeddingError(failure.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
-                breaker.definitive_failure() if exc.definitive else breaker.ambiguous_failure()
-            timeout = exc.kind in ("header_timeout", "body_timeout")
-            raise EmbeddingError(exc.message, category="timeout" if timeout else "embedding") from None
-        if breaker is not None:
-            if self._slow_s is not None and time.monotonic() - started > self._slow_s:
-                breaker.ambiguous_failure()  # answered, but too late to help a turn
-            else:
-                breaker.success()
+                if failure.definitive:
+                    breaker.definitive_failure()  # nobody answered: open now, slow or not
+                elif not slow:
+                    breaker.ambiguous_failure()
+            timeout = failure.kind in ("header_timeout", "body_timeout")
+            raise EmbeddingError(failure.message, category="timeout" if timeout else "embedding") from None
+        if breaker is not None and not slow:
+            breaker.success()
         if response.status in (401, 403):
             raise EmbeddingError("the embeddings service refused the key (check QMEM_EMBEDDING_API_KEY)",
                                  category="refused_key")

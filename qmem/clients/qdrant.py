@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..breaker import Breaker
+from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
 from .transport import HttpClient, Response, TransportError
 
@@ -185,26 +184,28 @@ class ReadOnlyQdrant:
             decision = breaker.check()
             if not decision.allowed:
                 raise QdrantError("Qdrant is marked unreachable (circuit breaker open)", category="breaker_open")
-        started = time.monotonic()
+        watch = SlowCall(breaker, self.__slow_s) if breaker is not None and self.__slow_s is not None else None
+        failure: TransportError | None = None
         try:
             response = self.__http.request(method, path, json_body=json_body, budget=budget, cancel=cancel)
         except TransportError as exc:
-            if exc.kind == "cancelled":
-                raise QdrantError(exc.message, category="cancellation") from None  # says nothing about Qdrant
-            if exc.kind == "encoding":
-                raise QdrantError(exc.message, category="parsing") from None  # nothing was sent
+            failure = exc
+        finally:
+            slow = watch.end() if watch is not None else False  # counted already, if it was
+        if failure is not None:
+            if failure.kind == "cancelled":
+                raise QdrantError(failure.message, category="cancellation") from None  # says nothing about Qdrant
+            if failure.kind == "encoding":
+                raise QdrantError(failure.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
-                if exc.definitive:
-                    breaker.definitive_failure()
-                else:
+                if failure.definitive:
+                    breaker.definitive_failure()  # nobody answered: open now, slow or not
+                elif not slow:
                     breaker.ambiguous_failure()
-            timeout = exc.kind in ("header_timeout", "body_timeout")
-            raise QdrantError(exc.message, category="timeout" if timeout else "retrieval") from None
-        if breaker is not None:
-            if self.__slow_s is not None and time.monotonic() - started > self.__slow_s:
-                breaker.ambiguous_failure()  # a slow call: answered, but too late to help a turn
-            else:
-                breaker.success()
+            timeout = failure.kind in ("header_timeout", "body_timeout")
+            raise QdrantError(failure.message, category="timeout" if timeout else "retrieval") from None
+        if breaker is not None and not slow:
+            breaker.success()
         if response.status >= 400:
             raise QdrantError(_error_message(response),
                               category="refused_key" if response.status in (401, 403) else "retrieval")
