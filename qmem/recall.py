@@ -50,7 +50,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ from .config import RecallConfig, credential_variable
 from .diagnostics import SENTENCES
 from .errors import InputError, QmemError
 from .fence.memorycontext import Excerpt, render_block, unique_excerpts
+from .hosts.recalljobs import RecallJob, run_together
 from .hosts.recallservices import RecallServices
 from .recalllog import entry as recall_log_entry
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
@@ -91,6 +92,10 @@ class RecallError(QmemError):
     def __init__(self, message: str, *, category: str, warning: str | None = None) -> None:
         super().__init__(message, category=category)
         self.warning = warning or (category if category in SENTENCES else "retrieval")
+
+
+def _late() -> RecallError:
+    return RecallError("out of time", category="timeout")
 
 
 # --- gating, project, filters, eligibility (pure) ------------------------------------------
@@ -253,55 +258,6 @@ class RecallSettings:
     config: RecallConfig
 
 
-def _together(calls: Sequence[Callable[[], Any]], *, sequential: bool,
-              join_s: float) -> list[tuple[Any, BaseException | None]]:
-    """Run ``calls`` at once (each but the first on its own thread), or one after the other;
-    (value, exception) for each.  A call still running after ``join_s`` counts as a timeout
-    (its own deadline ends it soon after: every call here carries the recall's budget)."""
-    results: list[tuple[Any, BaseException | None] | None] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        try:
-            results[index] = (calls[index](), None)
-        except BaseException as exc:  # handed to the caller, which raises it in its own thread
-            results[index] = (None, exc)
-
-    if sequential or len(calls) < 2:
-        for index in range(len(calls)):
-            run(index)
-    else:
-        threads = [threading.Thread(target=run, args=(index,), name="qmem-recall-lane", daemon=True)
-                   for index in range(1, len(calls))]
-        for thread in threads:
-            thread.start()
-        run(0)
-        until = time.monotonic() + join_s
-        for thread in threads:
-            thread.join(max(until - time.monotonic(), 0))
-    late = RecallError("out of time", category="timeout")
-    return [result if result is not None else (None, late) for result in results]
-
-
-@dataclass
-class _Job:
-    """One prompt's automatic recall: run once in the background, waited for by the requests of
-    that prompt, which together wait at most ``recall.waitMs``."""
-
-    wait_left: float  # seconds the prompt's requests may still wait
-    started: float = field(default_factory=time.monotonic)
-    done: threading.Event = field(default_factory=threading.Event)
-    block: str | None = None
-    excerpts: list[Excerpt] = field(default_factory=list)
-    searched: dict[str, int] | None = None  # eligible hits per lane; None when no search answered
-    outcome: str = "none"  # when done: "found", "none", "skipped" or "failed"
-    category: str | None = None
-    total_ms: float = 0.0
-    first_wait_ms: float | None = None  # what the prompt's first request waited (None: none asked yet)
-    superseded: bool = False  # a newer prompt started: no later request of this one will come
-    finished: bool = False  # the outcome is set (``done`` follows once it is logged)
-    logged: bool = False
-
-
 class Recall:
     """Recall for one host session.  ``host`` comes from the adapter, never from a model."""
 
@@ -313,7 +269,7 @@ class Recall:
         self.settings = RecallSettings(host=host if host in HOSTS else None,
                                        project=current_project(cwd or Path.cwd(), cfg.project), config=cfg)
         self._lock = threading.Lock()
-        self._jobs: OrderedDict[tuple[str, str, str], _Job] = OrderedDict()
+        self._jobs: OrderedDict[tuple[str, str, str], RecallJob] = OrderedDict()
         self._closed = threading.Event()  # ends every background recall
         self._qdrant: ReadOnlyQdrant | None = None
         self._embeddings: EmbeddingsClient | None = None
@@ -414,7 +370,7 @@ class Recall:
                 calls.append(lambda: qdrant.collection_info(self.settings.config.vector_name, budget=budget(),
                                                             cancel=cancel))
             self.upstream_calls["search"] += len(LANES)
-            results = _together(calls, sequential=sequential, join_s=budget() + 1)
+            results = run_together(calls, sequential=sequential, join_s=budget() + 1, late=_late())
             if collection is None:
                 info, error = results.pop()
                 if error is not None:
@@ -424,8 +380,8 @@ class Recall:
                 raise RecallError("the embedding dimension differs from the collection's", category="configuration")
             if collection.vector_name != name:  # a named vector the config does not name: once per session
                 self.upstream_calls["search"] += len(LANES)
-                results = _together([lane_call(lane, collection.vector_name) for lane in LANES],
-                                    sequential=sequential, join_s=budget() + 1)
+                results = run_together([lane_call(lane, collection.vector_name) for lane in LANES],
+                                       sequential=sequential, join_s=budget() + 1, late=_late())
             excerpts: list[Excerpt] = []
             searched: dict[str, int] = {}
             for lane, (points, error) in zip(LANES, results):
@@ -519,10 +475,10 @@ class Recall:
 
     # -- background recall and the wait budget
 
-    def _job(self, prompt: str) -> _Job:
+    def _job(self, prompt: str) -> RecallJob:
         """The job of ``prompt``, started now if there is none (one per (host, project, prompt))."""
         key = (self.settings.host or "", self.settings.project, prompt)
-        evicted: list[_Job] = []
+        evicted: list[RecallJob] = []
         with self._lock:
             job = self._jobs.get(key)
             if job is not None:
@@ -530,7 +486,7 @@ class Recall:
                 return job
             for other in self._jobs.values():
                 other.superseded = True  # a new prompt: the older ones get no further request
-            job = self._jobs[key] = _Job(wait_left=self.settings.config.wait_ms / 1000)
+            job = self._jobs[key] = RecallJob(wait_left=self.settings.config.wait_ms / 1000)
             while len(self._jobs) > CACHE_ENTRIES:
                 evicted.append(self._jobs.popitem(last=False)[1])
             older = [other for other in self._jobs.values() if other is not job]
@@ -539,7 +495,7 @@ class Recall:
             self._settle(other)
         return job
 
-    def _run(self, job: _Job, prompt: str) -> None:
+    def _run(self, job: RecallJob, prompt: str) -> None:
         """The background half: the whole recall, bounded by ``recall.timeoutMs``."""
         try:
             if not _sendable(prompt):
@@ -590,7 +546,7 @@ class Recall:
         self._settle(job, delivered="delivered" if first else "late")
         return job.block
 
-    def _settle(self, job: _Job, *, delivered: str | None = None) -> None:
+    def _settle(self, job: RecallJob, *, delivered: str | None = None) -> None:
         """Write the job's line in the recall log once its outcome is known (see :mod:`qmem.recalllog`)."""
         log = self.services.log
         with self._lock:
