@@ -40,7 +40,9 @@ No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
   A cancel names its request by JSON type and value (``true`` does not cancel ``1``).
 * A line that is not JSON (``NaN``/``Infinity`` included, or nested deeper than the parser
   follows) or not an object is dropped with the ``bridge_protocol`` warning (once a session);
-  if it still shows a top-level ``id``, that request is refused with an error.  Invalid UTF-8
+  if it still shows a top-level ``id``, that request is refused with an error.  So is a line
+  over 16 MiB (``jsonlines.LINE_LIMIT``), read in bounded memory, refused naming the limit
+  when its first 4 KiB show its id.  Invalid UTF-8
   inside a string reads as U+FFFD.  Every line written is strict JSON.
 * At stdin EOF or ``shutdown`` every request read is answered before the process exits:
   running ones finish (reads among them cancelled, open dialogs closed; a running write was
@@ -73,7 +75,7 @@ from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hosts.identity import HostEvidence, identify_host  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
-from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key  # noqa: E402
+from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key, read_lines  # noqa: E402
 
 __all__ = []
 
@@ -181,12 +183,14 @@ class Bridge:
     def serve(self) -> None:
         """Answer requests until stdin ends or ``shutdown``; every request read is answered once."""
         self.send({"event": "ready", "version": __version__, "pid": os.getpid()})
-        for raw in self._in:
+        for raw in read_lines(self._in):
             if self._closing.is_set():
                 break
-            if not raw.strip():
+            if not isinstance(raw, UnreadableLine) and not raw.strip():
                 continue
             try:
+                if isinstance(raw, UnreadableLine):  # over the line limit (16 MiB), read in bounded memory
+                    raise raw
                 message = decode_line(raw)
             except UnreadableLine as unreadable:
                 self.warnings.warn("bridge_protocol")

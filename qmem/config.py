@@ -26,7 +26,6 @@ Promises:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -38,7 +37,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
-from .files.atomicfile import write_atomic
 from .files.configfile import read_config_file
 from .files.smallfile import OversizedNumber
 
@@ -248,6 +246,8 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 def _check_host(host: str, name: str) -> None:
     """A host name that resolvers accept: an IP literal, or IDNA-encodable labels of 1–63 characters."""
+    import ipaddress  # here: only a config that names a host validates one
+
     try:
         ipaddress.ip_address(host)
         return
@@ -499,6 +499,8 @@ def save_config(document: Mapping[str, Any], env: Mapping[str, str] | None = Non
     config = parse_config(dict(document))
     path = config_path(env)
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    from .files.atomicfile import write_atomic  # here: tempfile and shutil only for a process that writes
+
     try:
         write_atomic(path, data, mode=0o600)
     except OSError as exc:

@@ -40,8 +40,8 @@ from .cli.localrender import (  # noqa: E402
 )
 from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
+from .records import QUEUE_LIMIT  # noqa: E402
 from .localdb.lexical import query_terms  # noqa: E402
-from .localdb.outbox import QUEUE_LIMIT  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 
 __all__ = ["run", "main"]
@@ -80,9 +80,7 @@ def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
         report = SessionImporter(rt.index).run(roots, progress=progress)
     finally:
         progress.finish()
-    from .setup.doctor import session_root_found
-
-    looked = [{"label": root.label, "host": root.host, "found": session_root_found(root)} for root in roots]
+    looked = [{"label": root.label, "host": root.host, "found": root.found()} for root in roots]
     return {**report.to_json(), "looked_in": looked}, render_import(report, looked)
 
 
@@ -105,7 +103,7 @@ def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
         raise UsageError("record ids go with retry: queue retry ID…")
     if args.all and args.limit is not None:
         raise UsageError("--limit and --all do not go together")
-    report = rt.outbox.report(limit=None if args.all else args.limit or QUEUE_LIMIT)
+    report = rt.index.queue_report(limit=None if args.all else args.limit or QUEUE_LIMIT)
     return report.to_json(), render_queue(report)
 
 
@@ -245,6 +243,9 @@ def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
     return snap, text
 
 
+PLUGIN_HOSTS = ("claude", "codex")  # installed as a plugin by the host's own commands (qmem/setup/plugininstall.py)
+
+
 # -- setup commands: they need no valid configuration, so they run without a Runtime, and
 #    their modules are imported only when used (they are not on any host's hot path).
 
@@ -271,6 +272,13 @@ def _cmd_recall_log(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:  # Claude Code, Codex: the plugin, through the host's own commands
+        from .setup.plugininstall import install_plugin
+
+        if args.copy:
+            raise UsageError(f"install {args.host} has no --copy: the host copies the plugin itself")
+        plugin = install_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.install(args.host, env, copy=args.copy)
@@ -278,6 +286,11 @@ def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:
+        from .setup.plugininstall import uninstall_plugin
+
+        plugin = uninstall_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.uninstall(args.host, env)
@@ -322,7 +335,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
     if bad is not None:
         return error_outcome(EXIT_ERROR, "input", bad, as_json=as_json)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     except HelpRequested as help_text:
         return Outcome(stdout=str(help_text))
     except UsageError as exc:

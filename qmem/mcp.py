@@ -8,7 +8,9 @@ Promises:
 * **Handshake.** ``initialize`` echoes the client's protocol version when it is one of
   :data:`PROTOCOL_VERSIONS` and answers the latest otherwise; ``notifications/initialized`` is
   never answered; ``ping`` answers ``{}``.  Features follow the negotiated version: tool
-  annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18.
+  annotations from 2025-03-26, ``title`` and ``structuredContent`` from 2025-06-18 (never for
+  ``memory_search``, whose text is the fenced block: clients that show structuredContent in place of
+  the text would drop the fence).
 * **No line ends the session** (reading and writing: :mod:`qmem.jsonlines`).  A line that is
   not JSON — ``NaN``/``Infinity`` included, or nested deeper than the parser follows — is
   -32700 with the request's id when it can still be read, else id null; invalid UTF-8 inside
@@ -16,7 +18,8 @@ Promises:
   answered as one array under 2024-11-05 and 2025-03-26 (``initialize`` refused inside it),
   and is -32600 under later versions, which removed batches.  An unknown method → -32601, also
   before ``initialize`` (newer SDK clients probe with ``server/discover`` and fall back on
-  that answer); bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
+  that answer); a line over 16 MiB (``jsonlines.LINE_LIMIT``) → -32600 naming the limit, read in
+  bounded memory, with the id when its first 4 KiB show it; bad ``params`` or an unknown tool → -32602.  A tool that fails is a result
   with ``isError: true``, not a protocol error.  Every line written is strict JSON.
 * **Ids** are strings or integers written without fraction or exponent, of any length, and
   are echoed exactly (an integer too long for ``int()`` digit for digit, a lone surrogate as
@@ -63,7 +66,7 @@ from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
 from .hosts.tools import TOOLS  # noqa: E402
-from .jsonlines import UnreadableLine, decode_line, encode_line, id_key, is_request_id  # noqa: E402
+from .jsonlines import TOO_LONG, UnreadableLine, decode_line, encode_line, id_key, is_request_id, read_lines  # noqa: E402
 
 __all__ = ["main"]
 
@@ -129,7 +132,10 @@ class McpServer:
         """Read on this thread, answer on a worker: requests in order, cancellations at once."""
         worker = threading.Thread(target=self._work, name="qmem-mcp", daemon=True)
         worker.start()
-        for raw in self._in:
+        for raw in read_lines(self._in):
+            if isinstance(raw, UnreadableLine):  # over the line limit: answered in its turn
+                self._inbox.put(raw)
+                continue
             if not raw.strip():
                 continue
             try:
@@ -180,6 +186,8 @@ class McpServer:
         if isinstance(message, UnreadableLine):
             members = message.members or {}
             request_id = members.get("id") if is_request_id(members.get("id")) else None
+            if message.reason == TOO_LONG:
+                return _error(request_id, INVALID_REQUEST, f"Invalid request: {message.reason}")
             return _error(request_id, PARSE_ERROR, f"Parse error: {message.reason}")
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid request: batches and non-objects are not supported")
@@ -270,7 +278,11 @@ class McpServer:
         except QmemError as exc:
             return self._result(exc.message, {"qmem": 1, "error": {"category": exc.category, "message": exc.message}},
                                 error=True)
-        return self._result(answer["content"][0]["text"], answer.get("details"), error=False)
+        # Claude Code 2.1.332 and Codex 0.171.0 give the model a result's structuredContent in place of its
+        # text; memory_search's text is the fenced <memory-context> block (its details only ids and scores),
+        # so it goes as text alone.
+        details = None if name == "memory_search" else answer.get("details")
+        return self._result(answer["content"][0]["text"], details, error=False)
 
     def _result(self, text: str, details: dict[str, Any] | None, *, error: bool) -> dict[str, Any]:
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
@@ -282,7 +294,23 @@ class McpServer:
 USAGE = "usage: python3 -m qmem.mcp [--version]  (an MCP server on stdio: run it from an MCP client)"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def session_directory(plugin_root: str | None) -> Path | None:
+    """Where the client's session works: this server's working directory — unless the server was
+    started from a plugin copy and runs in it (Codex starts a plugin's server in its copy and tells
+    it nothing of the session's directory), which is then no project of the user's (None)."""
+    cwd = Path.cwd()
+    if plugin_root:
+        try:
+            if cwd.resolve() == Path(plugin_root).resolve():
+                return None
+        except (OSError, RuntimeError):
+            return None
+    return cwd
+
+
+def main(argv: Sequence[str] | None = None, *, plugin_root: str | None = None) -> int:
+    """The server; ``plugin_root``: the plugin copy this process was started from (the plugin
+    entry, :mod:`qmem.setup.pluginentry`), which is never taken for the user's project."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:
         sys.stdout.write(f"qmem-mcp {__version__}\n")
@@ -296,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout is the protocol channel
     warnings = Warnings(lambda sentence: sys.stderr.write(sentence + "\n"))
-    session = PluginSession(host=recall_host(os.environ), cwd=Path.cwd(), env=dict(os.environ), warnings=warnings)
+    session = PluginSession(host=recall_host(os.environ), cwd=session_directory(plugin_root), env=dict(os.environ),
+                            warnings=warnings)
     try:
         McpServer(session, sys.stdin.buffer, out).serve()
     except KeyboardInterrupt:

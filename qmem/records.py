@@ -22,10 +22,15 @@ from .errors import InputError
 __all__ = [
     "KINDS", "MAX_TEXT_CHARS", "NewRecord", "validate_new_record", "check_record_id", "is_local_id",
     "new_local_id", "parse_rfc3339", "canonical_time", "format_utc", "normalize_text", "check_unicode",
-    "credential_findings", "describe_credentials",
+    "credential_findings", "describe_credentials", "QUEUE_LIMIT", "QUEUED_NOT_SHARED", "RECORD_FIELDS",
 ]
 
 KINDS = ("fact", "decision", "preference", "episode")
+
+#: How many records ``queue`` lists unless told otherwise.
+QUEUE_LIMIT = 200
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Local ids are the outbox's Idempotency-Keys: ``local-`` + 32 hex digits (a UUID4).
 LOCAL_ID_PREFIX = "local-"

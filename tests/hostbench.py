@@ -94,10 +94,12 @@ def recall_blocks(request: dict[str, Any]) -> list[str]:
 
 
 def make_clone(destination: Path, *, commit: bool = False) -> Path:
-    """A clone of this repository as a host's installer sees it: the root ``package.json`` and the
-    ``qmem`` folder of the working tree (caches left out); ``commit``: a git work tree with one commit."""
+    """A clone of this repository as a host's installer sees it: the root ``package.json``, the
+    marketplace (``.claude-plugin/``) and the ``qmem`` folder of the working tree (caches left out);
+    ``commit``: a git work tree with one commit."""
     destination.mkdir(parents=True)
     shutil.copy2(REPO / "package.json", destination / "package.json")
+    shutil.copytree(REPO / ".claude-plugin", destination / ".claude-plugin")
     shutil.copytree(REPO / "qmem", destination / "qmem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if commit:
         git = ["git", "-C", str(destination), "-c", "user.name=qmem tests", "-c", "user.email=tests@qmem.invalid"]

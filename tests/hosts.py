@@ -8,8 +8,8 @@ must run its tests: :mod:`tests.hostguard` turns a skip in them into a failure.
 Environment overrides, each naming an executable: ``QMEM_TEST_PI`` (``pi``), ``QMEM_TEST_PRIME``
 (``prime-agent``; Node ≥ 22.8 must then be the first ``node`` on PATH), ``QMEM_TEST_PRIME_KERNEL``
 (a Python with Prime's kernel runtime), ``QMEM_TEST_MCP_PYTHON`` (a Python with the ``mcp``
-SDK), ``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``).  A host named by its
-override counts as installed.
+SDK), ``QMEM_TEST_HERMES_PYTHON`` (a Python with ``hermes-agent``), ``QMEM_TEST_CLAUDE``
+(``claude``), ``QMEM_TEST_CODEX`` (``codex``).  A host named by its override counts as installed.
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ PI_VERSION = "0.73.1"
 PRIME_VERSION = "0.8.0"
 MCP_VERSION = "2.3.0"
 HERMES_VERSION = "0.19.0"
+CLAUDE_VERSION = "2.1.332"
+CODEX_VERSION = "0.171.0"
 
 PI_INSTALL = (f"npm install --prefix .cache/hosts/pi-{PI_VERSION} "
               f"@mariozechner/pi-coding-agent@{PI_VERSION}")
+CLAUDE_INSTALL = (f"npm install --prefix .cache/hosts/claude-code-{CLAUDE_VERSION} "
+                  f"@anthropic-ai/claude-code@{CLAUDE_VERSION}")
+CODEX_INSTALL = f"npm install --prefix .cache/hosts/codex-{CODEX_VERSION} @openai/codex@{CODEX_VERSION}"
 PRIME_INSTALL = f"../shared/hosts/prime-agent-{PRIME_VERSION}/install.sh .cache/hosts/prime-agent-{PRIME_VERSION}"
 
 
@@ -63,7 +68,9 @@ MCP = Host("mcp-venv", "QMEM_TEST_MCP_PYTHON", ("tests.test_mcp", "tests.test_sh
 HERMES = Host("hermes-venv", "QMEM_TEST_HERMES_PYTHON", ("tests.test_hermes", "tests.test_hermes_host",
                                                          "tests.test_hermes_installer",
                                                          "tests.test_shadowing.HermesEntryTests"))
-REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, HERMES)
+CLAUDE = Host(f"claude-code-{CLAUDE_VERSION}", "QMEM_TEST_CLAUDE", ("tests.test_claude_code",))
+CODEX = Host(f"codex-{CODEX_VERSION}", "QMEM_TEST_CODEX", ("tests.test_codex",))
+REAL_HOSTS = (PI, PRIME, PRIME_KERNEL, MCP, HERMES, CLAUDE, CODEX)
 
 
 def _override(host: Host) -> tuple[Path | None, str] | None:
@@ -84,6 +91,29 @@ def pi_executable() -> tuple[Path | None, str]:
     if not path.exists() or not PI.marker.exists():
         return None, f"pi {PI_VERSION} is not installed for the tests: run .ci/run or `{PI_INSTALL}`"
     return path, ""
+
+
+def npm_executable(host: Host, name: str, install: str) -> tuple[Path | None, str]:
+    """(path to an npm-installed host's executable, reason when None)."""
+    override = _override(host)
+    if override:
+        return override
+    if shutil.which("node") is None:
+        return None, f"node is not installed, so {name} cannot run"
+    path = HOSTS / host.directory / "node_modules" / ".bin" / name
+    if not path.exists() or not host.marker.exists():
+        return None, f"{host.directory} is not installed for the tests: run .ci/run or `{install}`"
+    return path, ""
+
+
+def claude_executable() -> tuple[Path | None, str]:
+    """(path to Claude Code's ``claude``, reason when None)."""
+    return npm_executable(CLAUDE, "claude", CLAUDE_INSTALL)
+
+
+def codex_executable() -> tuple[Path | None, str]:
+    """(path to Codex's ``codex``, reason when None)."""
+    return npm_executable(CODEX, "codex", CODEX_INSTALL)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..localdb.outbox import QUEUED_NOT_SHARED
+from ..records import QUEUED_NOT_SHARED
 from ..localdb.record import Record
 
 if TYPE_CHECKING:  # only named: the values are made by the commands
     from ..localindex import IndexStatus
     from ..localdb.search import FindResult
-    from ..localdb.outbox import QueueReport
+    from ..localindex import QueueReport
     from ..localdb.sessionimport import ImportReport
 
 __all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_recall_log"]
@@ -136,7 +136,9 @@ _ROOT_NAMES = {"pi": "pi sessions", "prime": "Prime sessions", "pi-session-dir":
 def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -> str:
     line = (f"{report.files} session files: {report.read} read ({report.reread} from the start), "
             f"{report.unchanged} unchanged; records added {report.records_added}, updated "
-            f"{report.records_updated}; queued writes restored {report.queued_restored}")
+            f"{report.records_updated}; queued writes restored {report.queued_restored}"
+            + (f" ({report.queued_refused} kept as failed, never sent: `python3 -m qmem.local queue` says why)"
+               if report.queued_refused else ""))
     skipped = {"malformed lines": report.malformed_lines, "unknown entries": report.unknown_entries,
                "non-UTF-8 lines": report.non_utf8_lines, "incomplete last lines": report.incomplete_last_lines,
                "unreadable files": report.unreadable}

@@ -54,11 +54,13 @@ def project_suggestion(cwd: Path, configured: str | None = None, home: Path | No
 
 
 def rules_block(project: str | None, hostname: str, os_name: str, *, memory_search: bool = False,
-                skill: str | None = None) -> str:
+                skill: str | None = None, where_told: bool = True) -> str:
     """The "qmem rules": appended to the system prompt while qmem tools are active (pi, Prime,
     Hermes), and the MCP server's ``instructions``.  ``project``: what to suggest as
     ``project_id`` (None: the session is in no project, and none is suggested).
-    ``memory_search``: the curated collection is offered.  ``skill``: how this host loads the
+    ``where_told``: False when the host does not say where the session works (Codex starts a
+    plugin's MCP server in the plugin's copy), so no project is suggested and the model is told
+    why.  ``memory_search``: the curated collection is offered.  ``skill``: how this host loads the
     qmem skill, for a host whose model would not otherwise learn of it (Hermes:
     ``skill_view("qmem:qmem")``)."""
     which = ("- qmem_search finds what agents saved with qmem_store (shared across hosts and projects); "
@@ -68,6 +70,9 @@ def rules_block(project: str | None, hostname: str, os_name: str, *, memory_sear
         "## qmem rules (shared long-term memory)",
         f"- project_id is mandatory for qmem_store and qmem_correct; for this repository use \"{project}\" "
         "unless the memory belongs to another project." if project else
+        "- project_id is mandatory for qmem_store and qmem_correct; this host does not tell qmem which project the "
+        "session is in (and no project is configured): use the name of the repository you are working in unless "
+        "the memory belongs to another project, and ask the user when unsure." if not where_told else
         "- project_id is mandatory for qmem_store and qmem_correct; this session is in no project (no git work "
         "tree, no configured project): use the project the memory belongs to, and ask the user when unsure.",
         which,

@@ -74,7 +74,7 @@ class PluginSession:
     and Hermes take it from :func:`qmem.config.recall_host`)."""
 
     host: str | None
-    cwd: Path
+    cwd: Path | None  # where the session works; None: the host does not say (Codex's plugin MCP server)
     env: MutableMapping[str, str] = field(default_factory=lambda: dict(os.environ))
     warnings: Warnings = field(default_factory=Warnings)
     skill_hint: str | None = None  # how the host loads the qmem skill, named in the rules (Hermes)
@@ -202,9 +202,12 @@ class PluginSession:
             except ConfigError:
                 configured = None
             home = (self.env.get("HOME") or "").strip()
-            project = project_suggestion(self.cwd, configured, Path(home) if home else None)
+            if self.cwd is None:
+                project = configured or None
+            else:
+                project = project_suggestion(self.cwd, configured, Path(home) if home else None)
             self._rules = rules_block(project, *machine_identity(), memory_search=self.recall_offered(),
-                                      skill=self.skill_hint)
+                                      skill=self.skill_hint, where_told=self.cwd is not None)
         return self._rules
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
