@@ -24,8 +24,8 @@ The context answer is a patch, ``{"drop": [indices], "append": message | null}``
 applies it to its own copy of the messages, so the array crosses the pipe only once.
 ``session_start`` carries the facts :func:`qmem.hosts.identity.identify_host` decides the host
 from: ``loaded`` (the host's ``sourceInfo`` of this extension: ``path``, ``baseDir``…, or
-null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``);
-``cwd`` is the session's directory, data only: the bridge runs in its own directory.
+null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``),
+and where they truly conflict, the user's ``QMEM_HOST`` or ``recall.host``; ``cwd`` is the session's directory, data only: the bridge runs in its own directory.
 The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
 ``memory_search`` is offered (recall configured and on, host identified), which the shim
 registers only then.  Requests run concurrently on worker threads; stdin EOF or
@@ -71,6 +71,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, BinaryIO  # noqa: E402
 
 from . import __version__  # noqa: E402
+from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hosts.identity import HostEvidence, identify_host  # noqa: E402
@@ -319,7 +320,10 @@ class Bridge:
                 self.session = None
             if self.session is None:
                 params = start or {}
-                host = identify_host(HostEvidence.from_session_start(params), self._env)
+                evidence = HostEvidence.from_session_start(params)
+                host = identify_host(evidence, self._env)
+                if host is None and start is not None:  # a true conflict: the user's QMEM_HOST / recall.host settles it
+                    host = identify_host(evidence, self._env, recall_host(self._env))
                 cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else self._env.get("HOME") or "/"
                 self.session = PluginSession(host=host if start is not None else None, cwd=Path(cwd),
                                              env=dict(self._env), warnings=self.warnings)

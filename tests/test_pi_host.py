@@ -17,6 +17,7 @@ import sys
 import unittest
 import uuid
 
+from qmem.diagnostics import SENTENCES
 from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
@@ -107,6 +108,25 @@ class PiHostTests(AgentHostTestCase):
         offered = {tool["function"]["name"] for tool in request["tools"]}
         self.assertEqual(offered & QMEM_TOOLS, QMEM_TOOLS - {"memory_search"})  # no lane: no curated search
         self.assertEqual(self.embeddings.inputs, [])
+        self.assertIn(SENTENCES["host"], proc.stderr)
+        # The fixes the warning names turn recall on.  Here (a Prime header, rlmDepth 0) QMEM_HOST=prime does:
+        # a header with rlmDepth is never pi's, so QMEM_HOST=pi could not make it one.
+        fixed = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"), "--session",
+                            str(session), env=dict(self.env, QMEM_HOST="prime"))
+        self.assertEqual(fixed.returncode, 0, fixed.stderr)
+        [recalled] = recall_blocks(self.llm.chat_requests[-1])
+        self.assertIn(f"{RECALLED} (prime)", recalled)
+        self.assertNotIn(SENTENCES["host"], fixed.stderr)
+        # A pi session of its own (no header) loading Prime's folder: ambiguous too, and QMEM_HOST=pi settles it.
+        before = len(self.llm.chat_requests)
+        plain = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"))
+        self.assertIn(SENTENCES["host"], plain.stderr)
+        self.assertEqual(recall_blocks(self.llm.chat_requests[before]), [])
+        fixed = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"),
+                            env=dict(self.env, QMEM_HOST="pi"))
+        self.assertNotIn(SENTENCES["host"], fixed.stderr)
+        [recalled] = recall_blocks(self.llm.chat_requests[-1])
+        self.assertIn(f"{RECALLED} (pi)", recalled)
 
     def test_pi_still_answers_without_python(self):
         self.install()

@@ -569,6 +569,43 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.assertEqual((learned["text"], learned["coverage"]), (CHILD_STORE, "full"))
         self.assertIn("/sub-", learned["provenance"]["session_file"])
 
+    def test_prime_linked_from_a_clone_under_pis_git_directory(self):
+        """`pi install git:…` keeps its clone under ~/.pi/agent/git; `install prime` run from that clone links
+        Prime to it.  The resolved path says pi; Prime's process, header and loaded path say Prime, and win:
+        one block at depth 0, none at depth 1.  install warns at once, and the copy it suggests works too."""
+        clone = make_clone(self.home / ".pi" / "agent" / "git" / "github.com" / "example" / "qmem")
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "prime"], cwd=clone, env=env,
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        said = installed.stdout + installed.stderr
+        self.assertIn(f"warning: this clone ({clone / 'qmem'}) lies in pi's directory", said)
+        self.assertEqual(os.path.realpath(self.agent / "extensions" / "qmem"), str(clone / "qmem"))
+        session = self.rpc()
+        session.prompt("SPAWN a sub-agent")
+        session.until(lambda e: e.get("type") == "agent_end")
+        session.close()
+        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests))
+        [root] = self.sessions()
+        [child] = self.child_sessions()
+        self.assertEqual((header(root)["rlmDepth"], header(child)["rlmDepth"]), (0, 1))
+        children = [r for r in self.llm.chat_requests if is_child_request(r)]
+        parents = [r for r in self.llm.chat_requests if not is_child_request(r)]
+        self.assertTrue(children and parents)
+        for request in parents:
+            self.assertRecalledOnce(request)  # Prime's lane: "(prime)", never "(pi)"
+        for request in children:
+            self.assertEqual(recall_blocks(request), [])
+        fix = said.split("To keep Prime apart from it: `", 1)[1].split("`", 1)[0]
+        done = subprocess.run(["bash", "-c", fix], cwd=clone, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertFalse((self.agent / "extensions" / "qmem").is_symlink())
+        before = len(self.llm.chat_requests)
+        self.run_prime("how do blue green deploys work here")
+        [request] = self.llm.chat_requests[before:]
+        self.assertRecalledOnce(request)
+
     def run_prime_resumed(self, session: Path, prompt: str) -> None:
         self.run_prime_with(["-r", str(session), "-p", prompt])
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TOOLS", "TOOL_NAMES", "COMMANDS"]
+__all__ = ["TOOL_NAMES", "COMMANDS"]
 
 
 @dataclass(frozen=True)
