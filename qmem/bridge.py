@@ -57,7 +57,12 @@ On a Python older than 3.10 the bridge never reports ready: it prints one line o
 line as its one warning.
 """
 
-from .entryguard import require_supported_python
+if __name__ == "__main__":  # `python3 -m qmem.bridge`: nothing more from the working directory (see qmem/entryguard.py)
+    from .entryguard import drop_working_directory
+
+    drop_working_directory()
+
+from .entryguard import require_supported_python  # noqa: E402
 
 require_supported_python(" (set QMEM_PYTHON)")
 

@@ -1,8 +1,9 @@
 """``python3 -m qmem.local``: the offline CLI over the local index and the outbox, and the setup commands.
 
-Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store`` work with no server at
-all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
-checks the whole setup; ``recall-log`` shows what automatic recall did (ids and numbers only); ``install`` / ``uninstall`` put qmem into (or take it out of) pi,
+Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store``, ``forget`` work with no
+server at all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
+checks the whole setup; ``recall-log`` shows what automatic recall did (ids and numbers only);
+``install`` / ``uninstall`` put qmem into (or take it out of) pi,
 Prime or Hermes; ``mcp-config`` prints a ready MCP server entry.  Every subcommand takes
 ``--json`` (one JSON document on stdout, an error included).
 
@@ -36,7 +37,7 @@ from .cli.frontend import (  # noqa: E402
 )
 from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
 from .cli.localrender import (  # noqa: E402
-    render_find, render_import, render_queue, render_recall_log, render_retried, render_status,
+    render_find, render_forget, render_import, render_queue, render_recall_log, render_retried, render_status,
 )
 from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
@@ -105,6 +106,11 @@ def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
         raise UsageError("--limit and --all do not go together")
     report = rt.index.queue_report(limit=None if args.all else args.limit or QUEUE_LIMIT)
     return report.to_json(), render_queue(report)
+
+
+def _cmd_forget(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = rt.outbox.forget(args.ids, dry_run=args.dry_run)
+    return report.to_json(), render_forget(report)
 
 
 def _read_text_argument(value: str) -> str:
@@ -311,6 +317,7 @@ _COMMANDS = {
     "find": _cmd_find,
     "queue": _cmd_queue,
     "store": _cmd_store,
+    "forget": _cmd_forget,
     "flush": _cmd_flush,
     "enrich": _cmd_enrich,
     "pull": _cmd_pull,

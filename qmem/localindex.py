@@ -503,6 +503,41 @@ class LocalIndex(IndexFile):
             indexrows.remove_queued(conn, local_id, None)
             return True
 
+    def forget(self, record_ids: Iterable[str], *, dry_run: bool, now: float,
+               holder_is_gone: Callable[[str], bool]) -> tuple[Record, ...]:
+        """Remove the rows named (by gateway or local id) for good, and return them as they were;
+        with ``dry_run`` only return them.  An outbox row goes with its queue entry (a target its
+        correction marked is current again); the freed pages are overwritten and the full-text
+        index is merged, so no word of a forgotten row stays in the file.
+
+        InputError naming the first id that is not in the index, or whose outbox row another live
+        qmem process is sending right now, and nothing changes.
+        """
+        with self.transaction() as conn:
+            rows: list[Record] = []
+            for record_id in dict.fromkeys(record_ids):
+                storable_text(record_id, "the record id")
+                found = indexrows.forget_candidate(conn, record_id)
+                if found is None:
+                    raise InputError(f"{record_id} is not in the local index (`find` and `queue` list its records)")
+                record, token, until = found
+                if record.pending and token is not None and until is not None and until >= now \
+                        and not holder_is_gone(token):
+                    raise InputError(f"{record_id} is being sent by another qmem process right now: run forget "
+                                     f"again when it is done (then it is either still queued or shared)")
+                rows.append(record)
+            if dry_run:
+                return tuple(rows)
+            secure = conn.execute("PRAGMA secure_delete").fetchone()[0]
+            conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable
+            try:
+                for record in rows:
+                    indexrows.forget_row(conn, record)
+                indexrows.purge_deleted_text(conn)
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(secure)}")
+            return tuple(rows)
+
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id}`` for those of ``record_ids`` that a pending correction supersedes."""
         wanted = list(dict.fromkeys(record_ids))

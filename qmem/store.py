@@ -85,7 +85,13 @@ def guard_secrets(record: NewRecord) -> None:
     """Refuse a record any of whose fields carries a credential (ToolError, naming family and field)."""
     findings = credential_findings(record.to_request())
     if findings:
-        raise ToolError(f"not stored: {describe_credentials(findings)}")
+        raise ToolError(f"not stored: {describe_credentials(findings)}. {FALSE_POSITIVE_HINT}")
+
+
+#: What a refused store adds, for a text that holds no credential: how to report it without leaking it.
+FALSE_POSITIVE_HINT = ("Not a credential? Report the false positive to qmem's maintainers (an issue on its "
+                       "repository) with the family named here and a made-up value of the same shape, never the "
+                       "text itself")
 
 
 def _bool_arg(args: Mapping[str, Any], key: str, default: bool) -> bool:

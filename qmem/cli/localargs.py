@@ -1,7 +1,7 @@
 """``python3 -m qmem.local``'s command line: the parser, with every command's options, help and examples.
 
 :func:`build_parser` describes the offline commands (``status``, ``import``, ``find``,
-``queue``, ``store``), the gateway commands (``flush``, ``enrich``, ``pull``, ``breaker``) and
+``queue``, ``store``, ``forget``), the gateway commands (``flush``, ``enrich``, ``pull``, ``breaker``) and
 the setup commands (``doctor``, ``recall-log``, ``install``, ``uninstall``, ``mcp-config``); parsing does no
 I/O.  Only :mod:`qmem.local` uses this module.
 """
@@ -25,8 +25,8 @@ MCP_CLIENTS = ("claude", "codex", "hermes", "prime", "json")
 MAX_LOG_LIMIT = 1000
 
 #: Every sub-command, in the order the help lists them.
-COMMAND_NAMES = ("status", "import", "find", "queue", "store", "flush", "enrich", "pull", "breaker", "doctor",
-                 "recall-log", "install", "uninstall", "mcp-config")
+COMMAND_NAMES = ("status", "import", "find", "queue", "store", "forget", "flush", "enrich", "pull", "breaker",
+                 "doctor", "recall-log", "install", "uninstall", "mcp-config")
 
 #: After a successful ``store``, the CLI sends older queued records for at most this long.
 STORE_FLUSH_BUDGET_S = 2.0
@@ -154,6 +154,17 @@ def build_parser(argv: list[str] | None = None) -> CommandParser:
     store.add_argument("--supersedes", help="id of the record this one corrects (records are immutable)")
     store.add_argument("--reason", help="why it corrects that record (with --supersedes)")
     store.add_argument("--queue-only", action="store_true", help="only queue it locally; do not contact the gateway")
+
+    # forget: take records back from this machine
+    forget = command("forget", "remove records from this machine; a queued one is never sent",
+                     "Remove records from the local index for good (the freed space is overwritten). A record "
+                     "still queued leaves the outbox too, so it never leaves this machine. A record already at "
+                     "the Memory Gateway loses only its local copy: the shared copy stays, readable by every "
+                     "agent, and only a gateway administrator can delete it. Ids are gateway or local ids "
+                     "(`find` and `queue` show them); --dry-run says what would go and changes nothing.",
+                     "python3 -m qmem.local forget ID --dry-run", "python3 -m qmem.local forget ID ID2")
+    forget.add_argument("ids", nargs="+", metavar="ID", help="the records to forget (gateway or local ids)")
+    forget.add_argument("--dry-run", action="store_true", help="say what would be forgotten; change nothing")
 
     command("flush", "send queued records to the gateway now",
             "Send the outbox to the Memory Gateway. Exit 1 when it stops with records left (gateway "

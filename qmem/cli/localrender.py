@@ -17,10 +17,12 @@ from ..localdb.record import Record
 if TYPE_CHECKING:  # only named: the values are made by the commands
     from ..localindex import IndexStatus
     from ..localdb.search import FindResult
+    from ..localdb.outbox import ForgetReport
     from ..localindex import QueueReport
     from ..localdb.sessionimport import ImportReport
 
-__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_recall_log"]
+__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_forget",
+           "render_recall_log"]
 
 
 def _short_time(value: str | None) -> str:
@@ -128,6 +130,22 @@ def render_retried(records: Sequence[Record]) -> str:
             f"{', '.join(record.id for record in records)}\n"
             f"`python3 -m qmem.local flush` sends {'them' if count != 1 else 'it'} (scanned for credentials again "
             f"first)")
+
+
+def render_forget(report: ForgetReport) -> str:
+    """One line per record (what forgetting it means for a shared copy), then the sum."""
+    lines = []
+    for record in report.records:
+        _, sentence = report.meaning(record)
+        lines.append(f"{'would forget' if report.dry_run else 'forgot'} {record.id} [{record.kind or '?'}] "
+                     f"{record.project_id or '?'}: {sentence}")
+    if report.dry_run:
+        lines.append("dry run: nothing was changed (run it again without --dry-run)")
+    if report.shared_copies:
+        count = report.shared_copies
+        lines.append(f"{count} record{'s are' if count != 1 else ' is'} (or may be) still shared on the Memory "
+                     f"Gateway: ask its administrator to delete {'them' if count != 1 else 'it'} there")
+    return "\n".join(lines)
 
 
 _ROOT_NAMES = {"pi": "pi sessions", "prime": "Prime sessions", "pi-session-dir": "PI_CODING_AGENT_SESSION_DIR"}

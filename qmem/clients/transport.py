@@ -20,7 +20,8 @@ Promises:
   "retry with the same Idempotency-Key".
 * **What a server says comes back without qmem's keys.**  :meth:`Response.json` and
   :meth:`Response.text` are the ways into an answer, and both replace every configured
-  credential's value, and every 12-character piece of one, with ``[redacted]``
+  credential's value, in each form a server can echo it, and every 12-character piece of one, with
+  ``[redacted]`` — a record's own text losing only whole keys
   (:mod:`qmem.clients.knownkeys`: the process environment's keys plus the key this client sends),
   before a caller can show, return or store any of it.  ``Response.body`` is the raw
   answer, for a parser with needs of its own, which then redacts with ``Response.known``.

@@ -34,6 +34,11 @@ Promises:
   one message (:data:`UNKNOWN_LOCAL_TARGET`) wherever it is found: at store time, or at flush.
 * :meth:`Outbox.retry` puts failed records back to pending once the user fixed the cause;
   they are scanned again, like every record, when a flush sends them.
+* :meth:`Outbox.forget` removes records from this machine for good (``qmem.local forget``): a
+  queued one leaves the outbox, so no flush ever sends it; one the gateway holds loses only its
+  local copy, and :class:`ForgetReport` says plainly that the shared copy stays there and only a
+  gateway administrator can delete it.  A record another live process is sending right now is
+  refused, and nothing changes.
 
 The outbox decides what its rows mean; the rows themselves, and every statement on them,
 are :class:`~qmem.localindex.LocalIndex`'s.
@@ -52,7 +57,7 @@ from ..localindex import LocalIndex, QueueReport
 from ..records import QUEUE_LIMIT, NewRecord, is_local_id, new_local_id
 from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
 
-__all__ = ["Outbox", "HeldWrite", "UnknownLocalRecord"]
+__all__ = ["Outbox", "HeldWrite", "ForgetReport", "UnknownLocalRecord"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
@@ -64,6 +69,52 @@ UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this m
 
 class UnknownLocalRecord(LocalIndexError):
     """A local id that no record of this outbox was queued under."""
+
+
+#: What forgetting a record means for the copy the gateway may hold, by the record's state here.
+FORGET_SHARED = ("removed from this machine only: the Memory Gateway keeps the shared copy, which every agent can "
+                 "still read; only a gateway administrator can delete it")
+FORGET_QUEUED = "removed from the outbox before it was shared: no flush will send it"
+FORGET_QUEUED_TRIED = (FORGET_QUEUED + "; an earlier send of it was cut off, so the Memory Gateway may have received "
+                       "it: if qmem_search finds it there, only a gateway administrator can delete it")
+FORGET_REFUSED = "removed; the Memory Gateway refused it, so it was never shared"
+FORGET_DUPLICATE = ("removed; the Memory Gateway did not keep it (it already held a similar record, which stays "
+                    "shared)")
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """The records forgotten (or, with ``dry_run``, that would be), each with what it means."""
+
+    records: tuple[Record, ...]
+    dry_run: bool
+
+    @staticmethod
+    def meaning(record: Record) -> tuple[bool | None, str]:
+        """``(shared copy remains: True / False / None for maybe, the sentence)``."""
+        if record.local_id is None or record.state == "synced":
+            return True, FORGET_SHARED
+        if record.state == "failed":
+            return False, FORGET_REFUSED
+        if record.state == "duplicate":
+            return False, FORGET_DUPLICATE
+        if record.attempts or record.reason:
+            return None, FORGET_QUEUED_TRIED
+        return False, FORGET_QUEUED
+
+    @property
+    def shared_copies(self) -> int:
+        """How many of the records stay shared (or may) on the gateway."""
+        return sum(1 for record in self.records if self.meaning(record)[0] is not False)
+
+    def to_json(self) -> dict[str, Any]:
+        entries = []
+        for record in self.records:
+            remains, sentence = self.meaning(record)
+            entries.append({"id": record.id, "local_id": record.local_id, "state": record.state,
+                            "project_id": record.project_id, "shared_copy_remains": remains, "what": sentence})
+        return {"dry_run": self.dry_run, "forgotten": [] if self.dry_run else entries,
+                "would_forget": entries if self.dry_run else [], "count": len(entries)}
 
 
 @dataclass(frozen=True)
@@ -269,6 +320,14 @@ class Outbox:
         id), or every failed record when None; returns them.  InputError, and nothing moves,
         when a named record is not a failed one."""
         return self.index.retry_failed(None if record_ids is None else list(record_ids))
+
+    def forget(self, record_ids: Iterable[str], *, dry_run: bool = False) -> ForgetReport:
+        """Remove the records named (gateway or local ids) from this machine for good; with
+        ``dry_run`` only say what would go.  InputError, and nothing changes, when a named record
+        is not in the index or another live qmem process is sending it right now."""
+        rows = self.index.forget(list(record_ids), dry_run=dry_run, now=time.time(),
+                                 holder_is_gone=self._holder_is_gone)
+        return ForgetReport(rows, dry_run)
 
     def report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
         """Counts by state and the most recent rows (failed and pending first), at most ``limit``
