@@ -8,7 +8,7 @@ Shim → bridge, requests (each answered once, by ``id``)::
     {"id": 1, "method": "session_start", "params": {"cwd", "extensionDir", "loaded", "hostProcess", "header"}}
     {"id": 2, "method": "tool", "params": {"name", "args"}}
     {"id": 3, "method": "context", "params": {"messages", "rlmDepth", "depthGiven"}}
-    {"id": 4, "method": "before_agent_start", "params": {"activeTools"}}
+    {"id": 4, "method": "before_agent_start", "params": {"activeTools", "prompt", "rlmDepth", "depthGiven"}}
     {"id": 5, "method": "command", "params": {"name", "args", "hasUI"}}
     {"id": 6, "method": "shutdown"}
 
@@ -358,6 +358,12 @@ class Bridge:
 
             return recall_patch(messages, out)
         if method == "before_agent_start":
+            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall gets ready now,
+                # on its own thread: loading the lane must not hold up this answer (pi waits for it)
+                threading.Thread(target=session.start_recall, args=(params["prompt"],), daemon=True,
+                                 kwargs={"rlm_depth": params.get("rlmDepth"), "warm_only": True,
+                                         "depth_given": params.get("depthGiven") is True},
+                                 name="qmem-recall-start").start()
             active = params.get("activeTools")
             addition = session.system_prompt_addition(active if isinstance(active, list) else None)
             return {"append": addition}

@@ -84,6 +84,7 @@ class RecallConfig:
     limit: int = 6
     max_chars: int = 8000
     timeout_ms: int = 3000
+    wait_ms: int = 800  # the most one LLM request waits for automatic recall; the rest runs in the background
     project: str | None = None
     host: str | None = None  # for the MCP server and Hermes: whose curated memories to use (QMEM_HOST wins)
 
@@ -164,6 +165,7 @@ _RECALL_KEYS: dict[str, _Key] = {
     "limit": _Key("limit", "int", minimum=1, maximum=50),
     "maxChars": _Key("max_chars", "int", minimum=1_000, maximum=200_000),
     "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=600_000),
+    "waitMs": _Key("wait_ms", "int", minimum=1, maximum=600_000),
     "project": _Key("project", "str", nullable=True, pattern=_NAME),
     "host": _Key("host", "choice", nullable=True, choices=HOST_LANES),
 }

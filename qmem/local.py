@@ -2,7 +2,8 @@
 
 Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store``, ``forget`` work with no
 server at all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
-checks the whole setup; ``install`` / ``uninstall`` put qmem into (or take it out of) pi,
+checks the whole setup; ``recall-log`` shows what automatic recall did (ids and numbers only);
+``install`` / ``uninstall`` put qmem into (or take it out of) pi,
 Prime or Hermes; ``mcp-config`` prints a ready MCP server entry.  Every subcommand takes
 ``--json`` (one JSON document on stdout, an error included).
 
@@ -34,7 +35,7 @@ from .cli.frontend import (  # noqa: E402
 )
 from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
 from .cli.localrender import (  # noqa: E402
-    render_find, render_forget, render_import, render_queue, render_retried, render_status,
+    render_find, render_forget, render_import, render_queue, render_recall_log, render_retried, render_status,
 )
 from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
@@ -269,6 +270,16 @@ def _cmd_doctor(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     return diagnosis.document, text
 
 
+def _cmd_recall_log(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
+    # No Runtime: the log's place depends on the environment alone, so it reads even with a broken config.
+    from .config import resolve_paths
+    from .recalllog import LOG_NAME, MAX_BYTES, RecallLog
+
+    entries = RecallLog.in_directory(resolve_paths(None, env).data_dir).read_entries(args.limit)
+    document = {"entries": entries, "count": len(entries), "file": LOG_NAME, "max_bytes": MAX_BYTES}
+    return document, render_recall_log(entries, LOG_NAME)
+
+
 def _cmd_install(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     if args.host in PLUGIN_HOSTS:  # Claude Code, Codex: the plugin, through the host's own commands
         from .setup.plugininstall import install_plugin
@@ -318,6 +329,7 @@ _COMMANDS = {
 
 _SETUP_COMMANDS = {
     "doctor": _cmd_doctor,
+    "recall-log": _cmd_recall_log,
     "install": _cmd_install,
     "uninstall": _cmd_uninstall,
     "mcp-config": _cmd_mcp_config,

@@ -178,6 +178,22 @@ class RecallDoctorTests(DoctorTestCase):
         credentials = self.report()["credentials"]
         self.assertEqual(credentials["embedding"]["via"], "PI_QDRANT_MEMORY_EMBEDDING_API_KEY")
 
+    def test_the_last_recall_outcome_per_lane(self):
+        from qmem.recalllog import RecallLog, entry
+
+        self.configure_recall()
+        self.assertIn("last recall none recorded yet", self.doctor(code=0).stdout)
+        log = RecallLog.in_directory(self.home / ".local" / "share" / "qmem")
+        log.append(entry(host="pi", outcome="delivered", category=None, hits=[("7", "project", 0.8)],
+                         searched={"project": 1, "host": 0}, chars=300, wait_ms=120, total_ms=120, now=0))
+        log.append(entry(host="pi", outcome="failed", category="timeout", hits=[], searched=None, chars=0,
+                         wait_ms=800, total_ms=3000, now=60))
+        self.assertEqual(self.report(code=0)["recall"]["last"],
+                         {lane: {"outcome": "failed", "category": "timeout", "time": "1970-01-01T00:01:00Z"}
+                          for lane in ("project", "host")})
+        self.assertIn("last recall 1970-01-01T00:01:00Z: project failed (timeout), host failed (timeout)",
+                      self.doctor(code=0).stdout)
+
     def test_mismatches_and_refusals_are_problems(self):
         self.configure_recall(dimension=DIM * 2)
         problems = " ".join(self.report(code=1)["problems"])

@@ -22,8 +22,8 @@ from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
-    recall_blocks,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, SLOW_PROMPT, AgentHostTestCase, assert_every_tool_answered,
+    make_clone, recall_blocks,
 )
 from .hosts import pi_executable
 from .shadowing import clean_python, make_shadow_project, markers
@@ -217,3 +217,27 @@ class PiHostTests(AgentHostTestCase):
         # Outside the interactive TUI, pi sends everything an extension writes to stdout to stderr.
         self.assertIn("Findable from the slash command", proc.stderr)
         self.assertEqual(len(self.llm.chat_requests), calls)  # a command is not a prompt: no LLM call
+
+    def test_a_slow_qdrant_block_lands_on_the_request_after_the_tool_call(self):
+        """Issue 27: the turn goes on without waiting; the block joins the request after the tool call;
+        nothing of it is written; the recall log says late, then skipped once the breaker opened."""
+        self.install()
+        self.configure_slow_recall()
+        proc = self.run_pi(SLOW_PROMPT)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("done: Stored", proc.stdout)
+        first, second = self.llm.chat_requests
+        self.assertEqual(self.blocks(first), 0)  # not ready in time: the request went on without it
+        [recalled] = recall_blocks(second)
+        self.assertIn(f"{RECALLED} (pi)", recalled)
+        [session] = self.sessions()
+        self.assertNotIn("memory-context", session.read_text())
+        self.assertNotIn(RECALLED, session.read_text())
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["late"])
+        self.llm.clear()
+        self.assertEqual(self.run_pi("hello").returncode, 0)
+        [request] = self.llm.chat_requests
+        self.assertEqual(self.blocks(request), 0)
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["skipped", "late"])
+        self.assertEqual(len(self.embeddings.inputs), 1)
+

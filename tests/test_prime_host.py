@@ -41,8 +41,8 @@ from typing import Any
 from .fakes import refused_url
 from .fakes.llm import Reply, after_last_assistant, text_of
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
-    prompt_of, recall_blocks, recording_python, script,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, SLOW_PROMPT, AgentHostTestCase, assert_every_tool_answered,
+    make_clone, prompt_of, recall_blocks, recording_python, script,
 )
 from .hosts import prime_executable, prime_kernel_python
 from .shadowing import clean_python, make_shadow_project, markers
@@ -636,6 +636,30 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.assertIn("(prime)\\n</memory-context>", output)
         self.assertIn("done: ", proc.stdout)
         self.assertEqual(self.gateway.count_by_text(), {"Stored through Prime's MCP client": 1})
+
+
+class PrimeSlowRecallTests(PrimeHostTestCase):
+    """Issue 27, through the shim: a slow Qdrant never holds up a turn; its block joins the request after
+    the tool call; nothing of it is written; the recall log says late, then skipped."""
+
+    def test_a_slow_qdrant_block_lands_on_the_request_after_the_tool_call(self):
+        self.install()
+        self.configure_slow_recall()
+        proc = self.run_prime(SLOW_PROMPT)
+        self.assertIn("done: Stored", proc.stdout)
+        first, second = self.llm.chat_requests
+        self.assertEqual(recall_blocks(first), [])  # not ready in time: the request went on without it
+        self.assertRecalledOnce(second)
+        [session] = self.sessions()
+        self.assertNoRecallPersisted(session)
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["late"])
+        self.llm.clear()
+        self.run_prime("hello")  # Qdrant's breaker opened on three slow calls: this turn skips it
+        [request] = self.llm.chat_requests
+        self.assertEqual(recall_blocks(request), [])
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["skipped", "late"])
+        self.assertEqual(len(self.embeddings.inputs), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

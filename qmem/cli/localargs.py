@@ -2,7 +2,7 @@
 
 :func:`build_parser` describes the offline commands (``status``, ``import``, ``find``,
 ``queue``, ``store``, ``forget``), the gateway commands (``flush``, ``enrich``, ``pull``, ``breaker``) and
-the setup commands (``doctor``, ``install``, ``uninstall``, ``mcp-config``); parsing does no
+the setup commands (``doctor``, ``recall-log``, ``install``, ``uninstall``, ``mcp-config``); parsing does no
 I/O.  Only :mod:`qmem.local` uses this module.
 """
 
@@ -21,9 +21,12 @@ PROG = "qmem-local"
 HOSTS = ("pi", "prime", "hermes", "claude", "codex")
 MCP_CLIENTS = ("claude", "codex", "hermes", "prime", "json")
 
+#: The most entries ``recall-log --limit`` shows (the file keeps fewer).
+MAX_LOG_LIMIT = 1000
+
 #: Every sub-command, in the order the help lists them.
 COMMAND_NAMES = ("status", "import", "find", "queue", "store", "forget", "flush", "enrich", "pull", "breaker",
-                 "doctor", "install", "uninstall", "mcp-config")
+                 "doctor", "recall-log", "install", "uninstall", "mcp-config")
 
 #: After a successful ``store``, the CLI sends older queued records for at most this long.
 STORE_FLUSH_BUDGET_S = 2.0
@@ -36,6 +39,16 @@ def _limit(value: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_FIND_LIMIT}") from None
     if not 1 <= number <= MAX_FIND_LIMIT:
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_FIND_LIMIT}")
+    return number
+
+
+def _log_limit(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_LOG_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_LOG_LIMIT}")
     return number
 
 
@@ -180,6 +193,19 @@ def build_parser(argv: list[str] | None = None) -> CommandParser:
             "index and which hosts have qmem installed. It changes nothing: the probes go around the shared "
             "circuit breakers, which are shown as they are. Exit 1 when anything configured is unhealthy.",
             "python3 -m qmem.local doctor", "python3 -m qmem.local doctor --json")
+
+    recall_log = command("recall-log", "what automatic recall did, newest first",
+                         "The recent automatic recalls, newest first: time, host, per lane its outcome and hits, "
+                         "the record ids with their scores, the characters delivered, how long the first LLM "
+                         "request waited and how long the recall took, and the outcome: delivered, late (joined "
+                         "a later request of the prompt), lost (ready too late for any request), none (nothing "
+                         "eligible), skipped (a breaker was open, or the prompt held a credential) or failed "
+                         "(with its category). Ids and numbers only: never a prompt, a query, memory text or a "
+                         "vector. The file (recall-log.jsonl in the data directory, readable only by you) keeps "
+                         "at most 256 KiB.",
+                         "python3 -m qmem.local recall-log", "python3 -m qmem.local recall-log --limit 5 --json")
+    recall_log.add_argument("--limit", type=_log_limit, default=20,
+                            help=f"at most this many entries, 1 to {MAX_LOG_LIMIT} (default 20)")
 
     for name, verb in (("install", "install"), ("uninstall", "remove")):
         summary = (f"{verb} qmem in pi, Prime, Hermes, Claude Code or Codex" if name == "install"

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # only named: the values are made by the commands
     from ..localindex import QueueReport
     from ..localdb.sessionimport import ImportReport
 
-__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_forget"]
+__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_forget",
+           "render_recall_log"]
 
 
 def _short_time(value: str | None) -> str:
@@ -167,3 +168,27 @@ def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -
         text += f"\nlooked in: {where} (`python3 -m qmem.local doctor` shows the directories)"
     return text
 
+
+
+def _recall_outcome(entry: dict[str, Any]) -> str:
+    outcome = str(entry.get("outcome"))
+    return f"{outcome} ({entry['category']})" if entry.get("category") else outcome
+
+
+def render_recall_log(entries: Sequence[dict[str, Any]], file_name: str) -> str:
+    """The recall log, newest first: one line per recall, then its record ids (ids and numbers only)."""
+    if not entries:
+        return f"no automatic recall recorded yet ({file_name} in the data directory)"
+    lines = []
+    for entry in entries:
+        lanes = entry.get("lanes") if isinstance(entry.get("lanes"), dict) else {}
+        lane_text = ", ".join(f"{lane} {info.get('outcome')} ({info.get('hits')} eligible)"
+                              for lane, info in lanes.items() if isinstance(info, dict))
+        lines.append(f"{entry.get('time')}  {entry.get('host') or '?'}  {_recall_outcome(entry)}  "
+                     f"waited {entry.get('wait_ms')} ms, recall took {entry.get('total_ms')} ms, "
+                     f"{entry.get('chars')} chars  [{lane_text}]")
+        ids = [item for item in entry.get("ids") or [] if isinstance(item, dict)]
+        if ids:
+            lines.append("    " + ", ".join(f"{item.get('id')} ({item.get('lane')} {item.get('score')})"
+                                            for item in ids))
+    return "\n".join(lines)

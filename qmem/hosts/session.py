@@ -15,7 +15,8 @@ lane) and promises:
   once (records it marks failed are one warning per session);
   :meth:`~PluginSession.system_prompt_addition` gives the rules block (:mod:`qmem.hosts.rules`)
   while a qmem tool is active; :meth:`~PluginSession.context` and
-  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise.
+  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise;
+  :meth:`~PluginSession.start_recall` begins it at the first event that carries the prompt.
 * :meth:`~PluginSession.command` runs ``/qmem:config`` and ``/qmem:local``
   (:mod:`qmem.hosts.commands`).
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -213,23 +215,36 @@ class PluginSession:
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
                 cancel: threading.Event | None = None) -> list[Any]:
         """Auto-recall for one LLM call (never raises)."""
+        began = time.monotonic()  # the wait budget counts the recall lane's first load too
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return list(messages)
-        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
 
     def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
                     cancel: threading.Event | None = None) -> str | None:
         """Automatic recall for a host that places the block itself: the block for ``prompt`` or
         None (never raises).  The same gate, cache and warnings as :meth:`context`."""
+        began = time.monotonic()
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return None
-        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
+
+    def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+                     warm_only: bool = False) -> None:
+        """Begin the automatic recall of ``prompt`` in the background, at the first host event that
+        carries it (Hermes' ``pre_llm_call``; ``warm_only`` for pi's and Prime's ``before_agent_start``,
+        whose text may not be the prompt: see :meth:`qmem.recall.Recall.start`); never raises, never waits."""
+        try:
+            recall = self.recall
+        except QmemError:
+            return  # the context hook says so, once
+        recall.start(prompt, rlm_depth=rlm_depth, depth_given=depth_given, warm_only=warm_only)
 
     # -- commands
 

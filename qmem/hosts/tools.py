@@ -172,7 +172,7 @@ TOOL_NAMES = tuple(tool.name for tool in TOOLS)
 COMMANDS = {
     "qmem:config": "qmem: gateway URL, API key (this process only), connection test, configuration",
     "qmem:local": "qmem offline index: status, import, find, queue [retry], forget [--dry-run], flush, enrich [--all], "
-                  "pull, breaker [reset], doctor",
+                  "pull, breaker [reset], doctor, recall-log",
 }
 
 

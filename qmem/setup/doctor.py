@@ -286,6 +286,7 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
     recall_report: dict[str, Any] = {"configured": recall.configured, "enabled": recall.enabled,
                                      "active": recall.active, "qdrant_url": recall.qdrant_url,
                                      "embeddings_url": recall.embeddings_url}
+    recall_report["last"] = _last_recall(env, config)
     if recall.active:
         assert recall.qdrant_url is not None and recall.embeddings_url is not None
         recall_report.update(qdrant={**results["qdrant"], "breaker": _breaker_state(env, config, recall.qdrant_url)},
@@ -382,7 +383,7 @@ def _recall_lines(recall: Mapping[str, Any]) -> list[str]:
               f"{', dimension ' + str(embeddings['dimension']) if embeddings.get('dimension') else ''}"
               f"{': ' + embeddings['error'] if embeddings.get('error') else ''}; "
               f"{_breaker_words(embeddings['breaker'])}")
-    return ["on", q_line, e_line]
+    return ["on", q_line, e_line, *_last_recall_lines(recall.get("last"))]
 
 
 def render(diagnosis: Diagnosis) -> str:
@@ -430,3 +431,24 @@ def render(diagnosis: Diagnosis) -> str:
     count = len(diagnosis.problems)
     lines.append(f"overall     {'ok' if not count else f'{count} problem' + ('s' if count != 1 else '')}")
     return "\n".join(lines)
+
+
+# -- the recall log's last outcome per lane (ids and numbers only: see qmem/recalllog.py)
+
+def _last_recall(env: Mapping[str, str], config: Config) -> dict[str, Any]:
+    """lane -> {"outcome", "category", "time"} of the newest automatic recall, or {}."""
+    from ..recalllog import RecallLog, last_lane_outcomes
+
+    log = RecallLog.in_directory(config_mod.resolve_paths(config, env).data_dir)
+    return {lane: {"outcome": outcome, "category": category, "time": when}
+            for lane, (outcome, category, when) in last_lane_outcomes(log.read_entries(20)).items()}
+
+
+def _last_recall_lines(last: Mapping[str, Any] | None) -> list[str]:
+    if not last:
+        return ["last recall none recorded yet (python3 -m qmem.local recall-log)"]
+    words = ", ".join(f"{lane} {info['outcome']}{' (' + info['category'] + ')' if info.get('category') else ''}"
+                      for lane, info in last.items())
+    when = next(iter(last.values()))["time"]
+    return [f"last recall {when}: {words} (python3 -m qmem.local recall-log)"]
+
