@@ -617,6 +617,22 @@ EXTRA_SAMPLES = [
     "Kennwort: " + "Zq8vX2pLm4", "senha = " + "Zq8vX2pLm4", "wachtwoord: " + "Zq8vX2pLm4",
     "пароль: " + "Zq8vX2pLm4", "Пароль = " + "Zq8vX2pLm4", "ПАРОЛЬ: " + "Zq8vX2pLm4",
 ]
+# A sample of each name ending the assignment rules look for (issue 28), and the credentials of
+# the tune half of the corpus of forms (never of its held-out half).
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 2) for name in (
+    "passcode", "pw", "psw", "pswd", "passw", "pword", "psk", "device_pin", "tok", "tkn", "creds", "basic_auth",
+    "sessid", "salt", "pepper", "seed", "cookie", "wif", "pk", "otp", "contrasenya", "parola", "parola d'ordine",
+    "lösenord", "passord", "adgangskode", "kodeord", "lykilorð", "salasana", "salasõna", "jelszó", "sifre",
+    "heslo", "geslo", "lozinka", "kata sandi", "kata laluan", "mat khau", "nenosiri", "Schlüssel", "sleutel",
+    "secrète", "anahtari", "clé API", "clave de API", "chave de API", "klucz API")]
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 3) for word in (
+    "пароль", "hasło", "parolă", "slaptažodis", "şifre", "κωδικός", "κωδικος", "лозинка", "парола", "密码", "密碼",
+    "口令", "パスワード", "비밀번호", "암호", "كلمة المرور", "كلمة السر", "סיסמה", "סיסמא", "رمز عبور", "पासवर्ड",
+    "รหัสผ่าน", "mật khẩu", "পাসওয়ার্ড", "токен", "токен доступа", "anahtarı", "密钥", "秘钥", "令牌", "キー",
+    "토큰", "키") for name in (word, word.capitalize(), word.upper())]
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 4) for name in ("ключ API", "Ключ API", "КЛЮЧ API")]
+with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
+    EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]
 
 # Hostile pieces, each repeated to PIECE_INPUT characters: prefixes, separators, half-made
 # credentials and look-alikes, so that every rule starts a match at almost every position.

@@ -293,6 +293,28 @@ _GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _PHRASE = r"""a-z \t\r\n,"'\[\]"""
 _PHRASE_LENGTH = 55
 
+# The endings of a secret's name that an assignment rule looks for, in the
+# lower-cased text: English and its short forms, and the word for password in
+# the most used languages written in Latin-1 (qmem.secretscan.values.name_kind
+# says which kind of secret each announces).
+_ASSIGNMENT_ENDINGS = (
+    r"pass(?:word|wd|phrase|code)?", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk", "pin", "secret", "token",
+    "tok", "tkn", r"cred(?:ential)?s?", "key", "authorization", "auth", r"session(?:id)?", "sessid", "salt",
+    "pepper", "seed", "cookie", "wif", "pk", "otp",
+    "passwort", "kennwort", "contrase[ñn]a", "contrasenya", "senha", "wachtwoord", "mot[ ]de[ ]passe",
+    r"parol[ae]", r"parola[ ]d'ordine", "l[öo]senord", "passord", "adgangskode", "kodeord", "lykilor[ðd]",
+    "salasana", "salas[õo]na", "jelsz[óo]", "sifre", "h[ae]slo", "geslo", "lozinka", "kata[ ]sandi",
+    "kata[ ]laluan", "mat[ ]khau", "nenosiri", "schl[üu]e?ssel", "sleutel", "secr[èe]te", "anahtari",
+    "cl[ée][ ]api", "clave[ ]de[ ]api", "chave[ ]de[ ]api", "klucz[ ]api",
+)
+# The word for password in the scripts beyond Latin-1, in the cases it is written in.
+_WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
+    "пароль", "hasło", "parolă", "slaptažodis", "şifre", "κωδικός", "κωδικος", "лозинка", "парола", "密码", "密碼",
+    "口令", "パスワード", "비밀번호", "암호", "كلمة المرور", "كلمة السر", "סיסמה", "סיסמא", "رمز عبور", "पासवर्ड",
+    "รหัสผ่าน", "mật khẩu", "পাসওয়ার্ড", "токен", "токен доступа", "anahtarı", "密钥", "秘钥", "令牌", "キー",
+    "토큰", "키",
+) for case in (word, word.capitalize(), word.upper()))) + ("ключ API", "Ключ API", "КЛЮЧ API")
+
 # Most specific first: that order settles overlapping findings.
 RULES: tuple[Rule, ...] = (
     Rule("private-key", r"-----BEGIN[ ](?:[A-Z0-9]+[ ]){0,3}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----",
@@ -518,13 +540,11 @@ RULES: tuple[Rule, ...] = (
     # separator; the check reads the name back and the value forward.  One
     # rule per ending, so that each starts with a literal.
     *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True)
-      for ending in (r"pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?", "key", "authorization",
-                     r"session(?:id)?", "passwort", "kennwort", "contrase[ñn]a", "senha", "wachtwoord",
-                     "mot[ ]de[ ]passe")),
-    # The one ending beyond Latin-1, which the lower-cased copy of the text
-    # does not keep (see qmem.secretscan.engine): its cases, over the text itself.
-    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment)
-      for ending in ("пароль", "Пароль", "ПАРОЛЬ")),
+      for ending in _ASSIGNMENT_ENDINGS),
+    # The endings beyond Latin-1, which the lower-cased copy of the text does not
+    # keep (see qmem.secretscan.engine): their cases, over the text itself.
+    *(Rule("credential-assignment", ending.replace(" ", "[ ]") + "(?= " + NAME_SEPARATOR + ")", assignment)
+      for ending in _WIDE_ENDINGS),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
            prose_token, folded=True, head=rf"""{word}[ \t]+[^\s"'`,;()\[\]{{}}<>]{{20}}""")
