@@ -435,3 +435,34 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     if reads_as_credential(kind, text[value_start:value_end], quoted=group != "bare"):
         return [(value_start, value_end)]
     return []
+
+
+# --- cookies ----------------------------------------------------------------
+
+# A cookie pair on the line after Cookie:, Set-Cookie:, document.cookie =, cookies={…},
+# curl -b or --cookie: its name (quoted in a dict), "=" or ":", its value.
+_COOKIE_PAIR = re.compile(r"""["']?(?P<name>[A-Za-z0-9_.!#$%*+^|~-]{1,64})["']?[ \t]*[=:][ \t]*["']?
+                              (?P<value>[^\s;,"'}&]{1,1024})""", re.VERBOSE)
+_SESSION_MARKS = ("sess", "sid", "auth", "token", "jwt", "remember", "login", "identity", "secret", "credential")
+_NOT_SESSION = ("csrf", "xsrf", "consent", "theme", "lang", "locale", "tz")
+
+
+def session_cookie(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """The session cookies on a cookie line: each pair whose name says session, auth,
+    token or login (not csrf) and whose value is a random-looking run of 16 or more."""
+    if match.group().lstrip().startswith("-b"):
+        window = text[max(0, match.start() - 300):match.start()].lower()
+        if "curl" not in window:
+            return []
+    line_end = text.find("\n", match.end(), match.end() + 4096)
+    line_end = match.end() + 4096 if line_end == -1 else line_end
+    spans = []
+    for pair in _COOKIE_PAIR.finditer(text, match.end(), min(line_end, len(text))):
+        name = pair.group("name").lower()
+        if not any(mark in name for mark in _SESSION_MARKS) or any(mark in name for mark in _NOT_SESSION):
+            continue
+        value = unquote(pair.group("value"))
+        if (len(value) >= 16 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+                and len(set(value)) >= 8 and not is_placeholder(value)):
+            spans.append(pair.span("value"))
+    return spans

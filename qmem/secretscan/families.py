@@ -228,12 +228,13 @@ from dataclasses import dataclass
 
 from .context import (
     NAME_SEPARATOR, assignment, basic_credentials, bearer_token, config_pair, credential_url, curl_user, long_option,
-    netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token,
+    netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token, session_cookie,
 )
 from .seedphrase import seed_phrase
 from .shapes import (
-    alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwt, mixed_case_token,
-    prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body, webhook_url,
+    alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwk_member, jwt, key_lines, lead_token,
+    mixed_case_token, prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body,
+    webhook_url, wif_key, wrapped_pem,
 )
 
 __all__ = []
@@ -317,8 +318,21 @@ _WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
 
 # Most specific first: that order settles overlapping findings.
 RULES: tuple[Rule, ...] = (
-    Rule("private-key", r"-----BEGIN[ ](?:[A-Z0-9]+[ ]){0,3}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----",
-         private_key),
+    # Key material in its containers: a PEM block of any private label (and OpenVPN's static
+    # key), an SSH2 (Tectia) block, a PuTTY key's private lines, a PEM in base64 (a
+    # kubeconfig's client-key-data), a JWK's private members, BIP32 and WIF wallet keys.
+    Rule("private-key", r"""-----BEGIN[ ](?:[A-Za-z0-9._-]+[ ]){0,4}(?:PRIVATE[ ]KEY(?:[ ]BLOCK)?|Static[ ]key[ ]V[0-9])
+                            -----""", private_key),
+    Rule("private-key", r"""----[ ]BEGIN[ ](?:[A-Z0-9._-]+[ ]){0,3}PRIVATE[ ]KEY[ ]----""", private_key),
+    Rule("private-key", r"""Private-Lines:[ \t]*[0-9]{1,4}[ \t]*\r?\n(?P<body>[A-Za-z0-9+/=]{16,}
+                            (?:\r?\n[A-Za-z0-9+/=]{16,})*)""", key_lines),
+    Rule("private-key", r"""LS0tLS1CRUdJTi(?<![A-Za-z0-9+/]LS0tLS1CRUdJTi)(?P<body>[A-Za-z0-9+/]{40,}={0,2})""",
+         wrapped_pem),
+    Rule("private-key", r"""\"(?:d|p|q|dp|dq|qi|k)\"[ \t]*:[ \t]*\"(?P<body>[A-Za-z0-9_-]{16,})\" """, jwk_member,
+         needle='"', head=r"""\"(?:d|p|q|dp|dq|qi|k)\"[ \t]*:"""),
+    Rule("private-key", r"""prv(?<=(?<![A-Za-z0-9_])(?P<head>[xtyzuvYZUV])prv)(?P<body>[1-9A-HJ-NP-Za-km-z]{100,112})
+                            (?![A-Za-z0-9_])""", lead_token),
+    Rule("private-key", r"""(?<![A-Za-z0-9_+/])[5KL][1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z0-9_+/])""", wif_key),
     Rule("seed-phrase", rf"""[^{_PHRASE}](?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", rf"""\A(?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", r"""1(?<![0-9A-Za-z]1)[.):]?[ \t]+[A-Za-z]{3,8}
@@ -552,4 +566,9 @@ RULES: tuple[Rule, ...] = (
     Rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
                                       (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
          folded=True),
+    # Cookies: the session ones on a cookie line (after the assignments, which settle a
+    # cookie line's overlaps as they always have).
+    Rule("credential-assignment", r"""cookie(?<![a-z0-9_]cookie)s?["']?[ \t]*[:=(]?[ \t]*""", session_cookie,
+         folded=True, head=r"cookie(?<![a-z0-9_]cookie)"),
+    Rule("credential-assignment", r"""-b(?<![^\s]-b)[ \t]+""", session_cookie),
 )
