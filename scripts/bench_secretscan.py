@@ -58,7 +58,8 @@ def load_scan(module_path: str | None):
                                                       submodule_search_locations=[str(package)])
         sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[spec.name])
-        return importlib.import_module("qmem_under_test.secretscan").scan
+        under_test = importlib.import_module("qmem_under_test.secretscan")
+        return getattr(under_test, "scan", None) or importlib.import_module("qmem_under_test.secretscan.engine").scan
     spec = importlib.util.spec_from_file_location("secretscan_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built

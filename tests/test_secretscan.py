@@ -631,6 +631,11 @@ EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 3) for word in (
     "รหัสผ่าน", "mật khẩu", "পাসওয়ার্ড", "токен", "токен доступа", "anahtarı", "密钥", "秘钥", "令牌", "キー",
     "토큰", "키") for name in (word, word.capitalize(), word.upper())]
 EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 4) for name in ("ключ API", "Ключ API", "КЛЮЧ API")]
+PEM_LINES = "\n".join(rand(B64, 64, seed) for seed in range(4))
+EXTRA_SAMPLES += [
+    "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 2\n" + PEM_LINES[:129],
+    "client-key-data: " + base64.b64encode(("-----BEGIN RSA PRIVATE " + "KEY-----\n" + PEM_LINES).encode()).decode(),
+]
 with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
     EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]
 

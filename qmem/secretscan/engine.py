@@ -242,8 +242,9 @@ def scan(text: str) -> list[Finding]:
     spans: dict[int, list[tuple[int, int]]] = {}  # by position in _RULES, for the rules that found any
     for group in _GROUPS:
         source = folded if group.folded else text
-        # For a short text, looking for a character is far cheaper than a search.
-        if short and group.start not in source:
+        # Looking for a character is far cheaper than a search (most groups of the
+        # endings beyond Latin-1 find none in a text).
+        if (short or not group.start.isascii()) and group.start not in source:
             continue
         hit = group.union.search(source)
         if hit is not None:
@@ -254,7 +255,70 @@ def scan(text: str) -> list[Finding]:
                  for span in rule.check(text, match)]
         if found:
             spans[number] = found
-    return _disjoint(spans)
+    findings = _disjoint(spans)
+    split = _split_literals(text)
+    return _merge(findings, split) if split else findings
+
+
+# A secret split across string literals ("ghp_ab" + "cd…", 'Pass' . 'w0rd', "a" "b" in C and
+# Python, a line continuation between two): where one literal ends and the next begins.
+_JOIN_POINT = re.compile(r"""["'`](?<![\n"'`]["'`])[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?["'`](?![\n"'`])""")
+_PIECE = re.compile(r"""(["'`])([^"'`\n\\]{1,256})\1""")
+_JOIN = re.compile(r"""[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?(?=["'`])""")
+_MOST_PIECES = 16
+
+
+def _split_literals(text: str) -> list[Finding]:
+    """Findings over chains of two or more string literals joined by ``+``, ``.``, ``..``,
+    ``++``, a line continuation or nothing: the literals are joined, the join is scanned
+    with what stands before the chain on its line (so that ``password = "Xk9" + "…"`` is an
+    assignment), and a finding in the joined value covers the whole chain.  Each chain is
+    read once and its pieces are bounded, so this adds time linear in the text."""
+    found: list[Finding] = []
+    at = 0
+    while True:
+        point = _JOIN_POINT.search(text, at)
+        if point is None:
+            return found
+        close = point.start()
+        open_ = text.rfind(text[close], max(0, close - 257), close)
+        if open_ == -1 or "\n" in text[open_:close] or close - open_ < 2:
+            at = close + 1
+            continue
+        pieces, end, next_at = [], close + 1, open_
+        while len(pieces) < _MOST_PIECES:
+            piece = _PIECE.match(text, next_at)
+            if piece is None:
+                break
+            pieces.append(piece.group(2))
+            end = piece.end()
+            join = _JOIN.match(text, end)
+            if join is None:
+                break
+            next_at = join.end()
+        at = max(end, close + 1)
+        joined = "".join(pieces)
+        if len(pieces) < 2 or len(joined) < 8:
+            continue
+        line_start = text.rfind("\n", max(0, open_ - 64), open_) + 1
+        prefix = text[max(line_start, open_ - 64):open_]
+        quoted = f'{prefix}"{joined}"'
+        for finding in scan(quoted):
+            if finding.end > len(prefix):  # in the joined value, not only in what precedes it
+                found.append(Finding(finding.family, open_, end))
+                break
+
+
+def _merge(findings: list[Finding], more: list[Finding]) -> list[Finding]:
+    """*findings* and those of *more* that overlap none of them, ordered by position."""
+    starts = [finding.start for finding in findings]
+    kept = list(findings)
+    for extra in more:
+        at = bisect.bisect_left(starts, extra.start)
+        if (at and findings[at - 1].end > extra.start) or (at < len(findings) and findings[at].start < extra.end):
+            continue
+        kept.append(extra)
+    return sorted(kept, key=lambda finding: finding.start)
 
 
 def _run_group(group: _Group, hit: re.Match[str] | None, text: str, source: str,

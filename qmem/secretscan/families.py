@@ -316,6 +316,10 @@ _WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
     "토큰", "키",
 ) for case in (word, word.capitalize(), word.upper()))) + ("ключ API", "Ключ API", "КЛЮЧ API")
 
+# What an assignment rule's head looks for after the ending: a short look at the
+# separator (the rule's pattern reads it again, whole, where the head is found).
+_SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] )"""
+
 # Most specific first: that order settles overlapping findings.
 RULES: tuple[Rule, ...] = (
     # Key material in its containers: a PEM block of any private label (and OpenVPN's static
@@ -332,7 +336,7 @@ RULES: tuple[Rule, ...] = (
          needle='"', head=r"""\"(?:d|p|q|dp|dq|qi|k)\"[ \t]*:"""),
     Rule("private-key", r"""prv(?<=(?<![A-Za-z0-9_])(?P<head>[xtyzuvYZUV])prv)(?P<body>[1-9A-HJ-NP-Za-km-z]{100,112})
                             (?![A-Za-z0-9_])""", lead_token),
-    Rule("private-key", r"""(?<![A-Za-z0-9_+/])[5KL][1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z0-9_+/])""", wif_key),
+    Rule("private-key", r"""[5KL](?<![A-Za-z0-9_+/][5KL])[1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z0-9_+/])""", wif_key),
     Rule("seed-phrase", rf"""[^{_PHRASE}](?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", rf"""\A(?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", r"""1(?<![0-9A-Za-z]1)[.):]?[ \t]+[A-Za-z]{3,8}
@@ -553,11 +557,15 @@ RULES: tuple[Rule, ...] = (
     # Assignments: a name ending found in the lower-cased text, followed by a
     # separator; the check reads the name back and the value forward.  One
     # rule per ending, so that each starts with a literal.
-    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True)
+    # (The head, what the engine's combined search looks for, is the ending alone: the
+    # separator is read where one is found, so the combined search stays small.)
+    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
+           head=ending + _SEPARATOR_AHEAD)
       for ending in _ASSIGNMENT_ENDINGS),
     # The endings beyond Latin-1, which the lower-cased copy of the text does not
     # keep (see qmem.secretscan.engine): their cases, over the text itself.
-    *(Rule("credential-assignment", ending.replace(" ", "[ ]") + "(?= " + NAME_SEPARATOR + ")", assignment)
+    *(Rule("credential-assignment", ending.replace(" ", "[ ]") + "(?= " + NAME_SEPARATOR + ")", assignment,
+           head=ending.replace(" ", "[ ]") + _SEPARATOR_AHEAD)
       for ending in _WIDE_ENDINGS),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
