@@ -282,8 +282,9 @@ def _reads_as_prose_value(value: re.Match[str]) -> bool:
 
 
 # A value is judged whole, "=" and all (Xk9=defGHIJ12345xyz), unless what comes before its
-# first "=" is a name of letters: then it is a name=value pair (theme=dark), and ends there.
-_PAIR_NAME = re.compile(r"[A-Za-z_][A-Za-z_.-]+=")
+# first "=" is a name of four or more letters of one case: then it is a name=value pair
+# (theme=dark, PHPSESSID=…), and ends there.
+_PAIR_NAME = re.compile(r"(?:[a-z_][a-z_.-]{3,}|[A-Z_][A-Z_.-]{3,})=")
 
 # The targets of a tuple assignment before the name (account_sid, auth = …) and the values after it.
 _TUPLE_TARGETS = re.compile(r"[ \t]*(?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)+\Z")
@@ -305,7 +306,8 @@ def _nth_value(text: str, value: re.Match[str], skip: int) -> re.Match[str] | No
 
 def callee_before(text: str, at: int) -> str | None:
     """The name of the call whose argument list holds position *at* (``wandb.login`` for
-    ``wandb.login(key=…``), read back at most 200 characters on the line; None if not in one."""
+    ``wandb.login(key=…``; "" for a bare parenthesis), read back at most 200 characters on the
+    line; None if not in one."""
     depth = 0
     position = at
     while position > 0 and at - position < 200:
@@ -320,7 +322,7 @@ def callee_before(text: str, at: int) -> str | None:
                 end = position
                 while position > 0 and end - position < 64 and (text[position - 1].isalnum() or text[position - 1] in "_.$"):
                     position -= 1
-                return text[position:end] or None
+                return text[position:end]
             depth -= 1
     return None
 

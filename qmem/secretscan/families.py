@@ -230,6 +230,7 @@ from .context import (
     NAME_SEPARATOR, assignment, basic_credentials, bearer_token, config_pair, credential_url, curl_user, long_option,
     netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token, session_cookie,
 )
+from .forms import FORM_RULES
 from .seedphrase import seed_phrase
 from .shapes import (
     alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwk_member, jwt, key_lines, lead_token,
@@ -299,7 +300,7 @@ _PHRASE_LENGTH = 55
 # the most used languages written in Latin-1 (qmem.secretscan.values.name_kind
 # says which kind of secret each announces).
 _ASSIGNMENT_ENDINGS = (
-    r"pass(?:word|wd|phrase|code)?", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk", "pin", "secret", "token",
+    r"pass(?:word|wd|phrase|code)?", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk", r"pin(?:[_-]?code)?", "secret", "token",
     "tok", "tkn", r"cred(?:ential)?s?", "key", "authorization", "auth", r"session(?:id)?", "sessid", "salt",
     "pepper", "seed", "cookie", "wif", "pk", "otp",
     "passwort", "kennwort", "contrase[ñn]a", "contrasenya", "senha", "wachtwoord", "mot[ ]de[ ]passe",
@@ -579,4 +580,6 @@ RULES: tuple[Rule, ...] = (
     Rule("credential-assignment", r"""cookie(?<![a-z0-9_]cookie)s?["']?[ \t]*[:=(]?[ \t]*""", session_cookie,
          folded=True, head=r"cookie(?<![a-z0-9_]cookie)"),
     Rule("credential-assignment", r"""-b(?<![^\s]-b)[ \t]+""", session_cookie),
+    # Forms whoever issued the secret: calls, separate fields, tables, more programs, SQL, prose.
+    *(Rule(*spec) for spec in FORM_RULES),
 )
