@@ -636,6 +636,13 @@ EXTRA_SAMPLES += [
     "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 2\n" + PEM_LINES[:129],
     "client-key-data: " + base64.b64encode(("-----BEGIN RSA PRIVATE " + "KEY-----\n" + PEM_LINES).encode()).decode(),
 ]
+SEED32 = " ".join(rand("abcdefghijklmnopqrstuvwxyz234567", 32, 5)[i:i + 4] for i in range(0, 32, 4))
+EXTRA_SAMPLES += [
+    "net use Z: \\\\fs\\share /user:CORP\\svc Zq8vX2pLm4#", 'ConvertTo-SecureString "Zq8vX2pLm4#" -AsPlainText',
+    "CREATE USER 'a'@'%' IDENTIFIED BY 'Zq8vX2pLm4#';", "ALTER USER a IDENTIFIED BY Zq8vX2pLm4;",
+    "CREATE ROLE a WITH LOGIN PASSWORD 'Zq8vX2pLm4#';", f"setup key: {SEED32}", f"secret: {SEED32}",
+    f"seed: {SEED32}",
+]
 with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
     EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]
 

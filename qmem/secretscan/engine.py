@@ -212,11 +212,16 @@ _NARROW = "qmem.secretscan.engine.narrow"
 _LOWER = bytes(ord(chr(c).lower()) for c in range(256))  # Latin-1 lower-cases within Latin-1
 
 
+# Full-width separators (密码：…, ＝) read as theirs in the copy, so the folded rules see them.
+_FULL_WIDTH = {"\uff1a": ":", "\uff1d": "=", "\uff02": '"', "\uff07": "'"}
+
+
 def _narrow(error: UnicodeError) -> tuple[str, int]:
     """Encoding error handler: each character beyond Latin-1 becomes "?" (" " if white space)."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
-    return _SPACE.sub(" ", _NOT_SPACE.sub("?", error.object[error.start:error.end])), error.end
+    return "".join(_FULL_WIDTH.get(c) or (" " if c.isspace() else "?")
+                   for c in error.object[error.start:error.end]), error.end
 
 
 codecs.register_error(_NARROW, _narrow)

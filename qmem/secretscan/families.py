@@ -317,6 +317,9 @@ _WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
     "토큰", "키",
 ) for case in (word, word.capitalize(), word.upper()))) + ("ключ API", "Ключ API", "КЛЮЧ API")
 
+_SUFFIX = r"""(?:prod|production|dev|test|stage|staging|live|old|new|current|next|prev|primary|secondary|backup
+               |default|main|rw|ro|b64|base64|hex|raw|value|str|plain|enc|base|local|admin|root|user
+               |v[0-9]{1,3}|[0-9]{1,3})"""
 # What an assignment rule's head looks for after the ending: a short look at the
 # separator (the rule's pattern reads it again, whole, where the head is found).
 _SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] )"""
@@ -565,6 +568,10 @@ RULES: tuple[Rule, ...] = (
       for ending in _ASSIGNMENT_ENDINGS),
     # The endings beyond Latin-1, which the lower-cased copy of the text does not
     # keep (see qmem.secretscan.engine): their cases, over the text itself.
+    # A name ending in a word that says which secret (DB_PASSWORD_PROD, API_TOKEN_V2,
+    # SECRET_KEY_BASE): name_kind reads past it.
+    Rule("credential-assignment", "_" + _SUFFIX + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
+         head="_" + _SUFFIX + _SEPARATOR_AHEAD),
     *(Rule("credential-assignment", ending.replace(" ", "[ ]") + "(?= " + NAME_SEPARATOR + ")", assignment,
            head=ending.replace(" ", "[ ]") + _SEPARATOR_AHEAD)
       for ending in _WIDE_ENDINGS),

@@ -44,6 +44,7 @@ _KEY_CALLS = ("client", "apiclient", "api", "sdk", "init", "initialize", "config
               "apikey", "setapitoken", "setaccesstoken", "settoken", "withtoken", "token", "setkey", "authorize",
               "authenticator", "session", "setauth", "withapikey")
 _TOTP_CALLS = ("totp", "hotp", "otp")
+_ANOTHER_LITERAL = re.compile(r"""[ \t]*,[ \t]*["']""")
 
 
 def call_argument(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
@@ -82,6 +83,8 @@ def call_argument(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
             return [(start, end)]
         return []
     if name.endswith(_KEY_CALLS) or name.startswith(("client", "api")):
+        if _ANOTHER_LITERAL.match(text, end + 1):
+            return []  # Client("<account id>", "<secret>"): the secret is the later one
         return [(start, end)] if len(value) >= 20 and looks_random(value) else []
     return []
 
@@ -289,7 +292,7 @@ FORM_RULES = (
      None),
     ("credential-assignment", r"""(?m)^(?:[^:\s]{1,128}:){4}(?P<value>[^\s:]{6,256})[ \t]*$""", pgpass_line, False,
      None, None),
-    *(("credential-assignment", word + r"""(?<![a-z0-9_]""" + word + r""")[ \t]*:?[ \t]*\r?\n?[ \t]*
+    *(("credential-assignment", word + r"""(?<![a-z0-9_]""" + word + r""")[ \t]*(?::[ \t]*)?(?:\r?\n[ \t]*)?
                                   (?P<value>[a-z2-7]{4}(?:[ ][a-z2-7]{4}){3,15})(?![a-z0-9])""",
        grouped_seed, True, None, None) for word in ("key", "secret", "seed")),
     ("credential-assignment", r"""pass(?:word|phrase)(?:[ \t]+(?:for|of|on)[ \t]+[^\s]{1,40})?[ \t]+(?:is|was|to)

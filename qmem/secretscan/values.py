@@ -83,6 +83,7 @@ the user name (``postgres://postgres:postgres@…`` is a default, not a secret).
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = []
@@ -231,9 +232,29 @@ def looks_random(value: str) -> bool:
     than half of it in words."""
     if len(value) < 16 or is_placeholder(value) or value.startswith(_PUBLIC_PREFIXES):
         return False
-    if len(_LETTER_DIGIT.findall(value)) < 3:
+    alternations = len(_LETTER_DIGIT.findall(value))
+    if alternations < 3:
         return False
-    return 2 * sum(len(word) for word in _WORD.findall(value)) < len(value)
+    return (2 * sum(len(word) for word in _WORD.findall(value)) < len(value)
+            or _high_entropy(value, alternations))
+
+
+def _high_entropy(value: str, alternations: int) -> bool:
+    """Random characters whose runs of letters happen to read like words: 24 or more that mix
+    upper case, lower case and digits with 4.2 bits a character or more, or lower case and six or
+    more digits alternating six times with 3.9 (a session id).  CamelCase names and dotted paths
+    stay below (SignatureV4SignWithCredentials: 3.9 bits, one alternation)."""
+    if len(value) < 24:
+        return False
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    bits = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    upper, lower = any(c.isupper() for c in value), any(c.islower() for c in value)
+    digits = sum(c.isdigit() for c in value)
+    if upper and lower and digits:
+        return bits >= 4.2
+    return lower and not upper and digits >= 6 and alternations >= 6 and bits >= 3.9
 
 
 _BASE32 = re.compile(r"(?:[A-Z2-7]{16,128}|[a-z2-7]{16,128})={0,6}\Z")
@@ -300,6 +321,9 @@ PASSWORD_WORDS = (
 KEY_WORDS = ("schlüssel", "schluessel", "sleutel", "anahtarı", "anahtari", "secrète", "secrete", "ключ", "токен",
              "密钥", "秘钥", "令牌", "キー", "토큰", "키", "cléapi", "cleapi", "clavedeapi", "chavedeapi",
              "kluczapi", "ключapi", "токендоступа")
+# Compacted as names are (combining marks, as in पासवर्ड and รหัสผ่าน, are not letters).
+PASSWORD_WORDS = tuple(dict.fromkeys(re.sub(r"[\W_]+", "", word) for word in PASSWORD_WORDS))
+KEY_WORDS = tuple(dict.fromkeys(re.sub(r"[\W_]+", "", word) for word in KEY_WORDS))
 # Short names for a password or a token, and other nouns for a secret.
 _SHORT_PASSWORDS = ("pw", "pwd", "psw", "pswd", "passw", "psk", "pin", "pincode", "wpapassphrase")
 _SHORT_TOKENS = ("tok", "tkn")
@@ -310,7 +334,7 @@ _SUFFIXES = frozenset({"prod", "production", "dev", "development", "test", "test
                        "old", "new", "current", "next", "prev", "previous", "primary", "secondary", "backup",
                        "default", "main", "rw", "ro", "b64", "base64", "hex", "raw", "value", "str", "string",
                        "plain", "plaintext", "enc", "base", "local", "admin", "root", "user", "v"})
-_NAME_PARTS = re.compile(r"[A-Z]?[a-z\u00df-\uffff]+|[A-Z]+(?![a-z])|[0-9]+|[^\W\d_]+", re.UNICODE)
+_SUFFIX_AT_END = re.compile("(?:" + "|".join(sorted(_SUFFIXES, key=len, reverse=True)) + r"|v?[0-9]+)\Z")
 
 
 def name_kind(name: str) -> str | None:
@@ -319,16 +343,15 @@ def name_kind(name: str) -> str | None:
     configuration name stored secrets so), "random" (its value must look
     random), "pwd", or None.  Words that only say which secret it is
     (``_PROD``, ``_V2``, ``_B64``) are read past."""
-    kind = _kind_of(compact_name(name))
-    if kind is not None:
-        return kind
-    parts = _NAME_PARTS.findall(name)
-    while len(parts) > 1 and (parts[-1].lower() in _SUFFIXES or parts[-1].isdigit()
-                              or (parts[-1][:1] in "vV" and parts[-1][1:].isdigit())):
-        parts.pop()
-        kind = _kind_of(compact_name("".join(parts)))
+    compact = compact_name(name)
+    for _ in range(3):
+        kind = _kind_of(compact)
         if kind is not None:
             return kind
+        shorter = _SUFFIX_AT_END.sub("", compact)
+        if shorter == compact or not shorter:
+            return None
+        compact = shorter
     return None
 
 
@@ -366,7 +389,7 @@ def _kind_of(compact: str) -> str | None:
 
 # Words that end like a short name or a noun and say nothing secret.
 _NOT_SHORT = ("spin", "hairpin", "pushpin", "linchpin", "lynchpin", "tailspin", "backspin", "topspin", "chopin")
-_NOT_NOUN = ("basalt", "cobalt", "asphalt", "apk", "npk", "ppk", "spk", "rpk")
+_NOT_NOUN = ("basalt", "cobalt", "asphalt", "apk", "ppk")
 
 
 def reads_as_credential(kind: str, value: str, quoted: bool) -> bool:
