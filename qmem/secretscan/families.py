@@ -300,14 +300,16 @@ _PHRASE_LENGTH = 55
 # the most used languages written in Latin-1 (qmem.secretscan.values.name_kind
 # says which kind of secret each announces).
 _ASSIGNMENT_ENDINGS = (
-    r"pass(?:word|wd|phrase|code)?", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk", r"pin(?:[_-]?code)?", "secret", "token",
-    "tok", "tkn", r"cred(?:ential)?s?", "key", "authorization", "auth", r"session(?:id)?", "sessid", "salt",
-    "pepper", "seed", "cookie", "wif", "pk", "otp",
-    "passwort", "kennwort", "contrase[ñn]a", "contrasenya", "senha", "wachtwoord", "mot[ ]de[ ]passe",
-    r"parol[ae]", r"parola[ ]d'ordine", "l[öo]senord", "passord", "adgangskode", "kodeord", "lykilor[ðd]",
-    "salasana", "salas[õo]na", "jelsz[óo]", "sifre", "h[ae]slo", "geslo", "lozinka", "kata[ ]sandi",
-    "kata[ ]laluan", "mat[ ]khau", "nenosiri", "schl[üu]e?ssel", "sleutel", "secr[èe]te", "anahtari",
-    "cl[ée][ ]api", "clave[ ]de[ ]api", "chave[ ]de[ ]api", "klucz[ ]api",
+    "pass", "password", "passwd", "passphrase", "passcode", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk",
+    "pin", "pincode", "pin_code", "pin-code", "secret", "token", "tok", "tkn", "cred", "creds", "credential",
+    "credentials", "key", "authorization", "auth", "session", "sessionid", "sessid", "salt", "pepper", "seed",
+    "cookie", "wif", "pk", "otp",
+    "passwort", "kennwort", "contraseña", "contrasena", "contrasenya", "senha", "wachtwoord", "mot de passe",
+    "parola", "parole", "parola d'ordine", "lösenord", "losenord", "passord", "adgangskode", "kodeord",
+    "lykilorð", "lykilord", "salasana", "salasõna", "salasona", "jelszó", "jelszo", "sifre", "heslo", "haslo",
+    "geslo", "lozinka", "kata sandi", "kata laluan", "mat khau", "nenosiri", "schlüssel", "schluessel",
+    "schlussel", "sleutel", "secrète", "secrete", "anahtari", "clé api", "cle api", "clave de api",
+    "chave de api", "klucz api",
 )
 # The word for password in the scripts beyond Latin-1, in the cases it is written in.
 _WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
@@ -320,6 +322,29 @@ _WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
 _SUFFIX = r"""(?:prod|production|dev|test|stage|staging|live|old|new|current|next|prev|primary|secondary|backup
                |default|main|rw|ro|b64|base64|hex|raw|value|str|plain|enc|base|local|admin|root|user
                |v[0-9]{1,3}|[0-9]{1,3})"""
+def _trie(words: tuple[str, ...] | list[str]) -> str:
+    """A (verbose) pattern matching exactly *words*, as a trie: one branch per next letter, so
+    that a search tries each letter once where an alternation of the words would try each word."""
+    ends = "" in words
+    branches: dict[str, list[str]] = {}
+    for word in words:
+        if word:
+            branches.setdefault(word[0], []).append(word[1:])
+    parts = [("[ ]" if c == " " else re.escape(c)) + _trie(rest) for c, rest in sorted(branches.items())]
+    if not parts:
+        return ""
+    body = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    return f"(?:{body})?" if ends else body
+
+
+def _by_first(words: tuple[str, ...]) -> dict[str, list[str]]:
+    """*words* by their first character."""
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        groups.setdefault(word[0], []).append(word)
+    return groups
+
+
 # What an assignment rule's head looks for after the ending: a short look at the
 # separator (the rule's pattern reads it again, whole, where the head is found).
 _SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] )"""
@@ -563,18 +588,18 @@ RULES: tuple[Rule, ...] = (
     # rule per ending, so that each starts with a literal.
     # (The head, what the engine's combined search looks for, is the ending alone: the
     # separator is read where one is found, so the combined search stays small.)
-    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
-           head=ending + _SEPARATOR_AHEAD)
-      for ending in _ASSIGNMENT_ENDINGS),
-    # The endings beyond Latin-1, which the lower-cased copy of the text does not
-    # keep (see qmem.secretscan.engine): their cases, over the text itself.
+    *(Rule("credential-assignment", _trie(words) + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
+           needle=first, head=_trie(words) + _SEPARATOR_AHEAD)
+      for first, words in _by_first(_ASSIGNMENT_ENDINGS).items()),
     # A name ending in a word that says which secret (DB_PASSWORD_PROD, API_TOKEN_V2,
     # SECRET_KEY_BASE): name_kind reads past it.
     Rule("credential-assignment", "_" + _SUFFIX + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
          head="_" + _SUFFIX + _SEPARATOR_AHEAD),
-    *(Rule("credential-assignment", ending.replace(" ", "[ ]") + "(?= " + NAME_SEPARATOR + ")", assignment,
-           head=ending.replace(" ", "[ ]") + _SEPARATOR_AHEAD)
-      for ending in _WIDE_ENDINGS),
+    # The endings beyond Latin-1, which the lower-cased copy of the text does not
+    # keep (see qmem.secretscan.engine): their cases, over the text itself.
+    *(Rule("credential-assignment", _trie(words) + "(?= " + NAME_SEPARATOR + ")", assignment, needle=first,
+           head=_trie(words) + _SEPARATOR_AHEAD)
+      for first, words in _by_first(_WIDE_ENDINGS).items()),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
            prose_token, folded=True, head=rf"""{word}[ \t]+[^\s"'`,;()\[\]{{}}<>]{{20}}""")

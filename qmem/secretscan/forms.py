@@ -253,7 +253,8 @@ _QUOTED = r"""(?P<q>["'])(?P<value>[^"'\n]{3,256})(?P=q)"""
 # (family, pattern, check, folded, needle, head): families.py makes each a Rule.
 FORM_RULES = (
     *(("credential-assignment", rf"""{q}(?P<name>[A-Za-z][\w.-]{{1,63}}){q}[ \t]*,[ \t]*
-                                   ["'](?P<value>[^"'\s]{{6,1024}})["']""", literal_pair, False, None, None)
+                                   ["'](?P<value>[^"'\s]{{6,1024}})["']""", literal_pair, False, None,
+       rf"""{q}[A-Za-z][\w.-]{{1,63}}{q}[ \t]*,[ \t]*["'][^"'\s]{{6}}""")
       for q in ('"', "'")),
     ("credential-assignment", r"""\((?P<first>[ \t]*(?:"[^"\n]{1,64}"|'[^'\n]{1,64}')[ \t]*,)?[ \t]*
                                   ["'](?P<value>[^"'\s]{6,256})["'][ \t]*[,)]""", call_argument, False, "(",
