@@ -141,6 +141,14 @@ class AssignmentTests(Case):
                             'msgid "Enter password:"\nmsgstr "Introduzca la contraseña:"', "Passwort: ********",
                             "mot de passe : <votre mot de passe>", '"token": "Jeton d\'accès"'])
 
+    def test_prose_separators_in_many_languages(self) -> None:
+        self.assert_found([f"Password - {PASSWORD}", f"password -> {PASSWORD}", f"das Passwort ist {PASSWORD}",
+                           f"la contraseña es {PASSWORD}", f"o senha é {PASSWORD}", f"le mot de passe est {PASSWORD}",
+                           f"Kennwort lautet {PASSWORD}", f"密码是{PASSWORD}", f"パスワードは{PASSWORD}", f"пароль - {PASSWORD}",
+                           f'<password value="{PASSWORD}"/>', f"pwd={PASSWORD}"], PASSWORD)
+        self.assert_benign(["Password - required", "password -> hashed", "das Passwort ist erforderlich",
+                            "la contraseña es obligatoria", "密码是必填项", '<password value="${PW}"/>', "pwd=/home/me"])
+
     def test_short_names_suffixes_and_other_nouns(self) -> None:
         self.assert_found([f'{name} = "{PASSWORD}"' for name in ("pw", "pwd", "psw", "tok", "db_pw", "admin_pwd")]
                           + [f"{name}={TOKEN}" for name in ("DB_PASSWORD_PROD", "API_TOKEN_V2", "SECRET_KEY_BASE",

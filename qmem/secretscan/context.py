@@ -240,6 +240,10 @@ _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-
 # subscript) or of a type annotation (api_key: str = …): most names in code
 # fail here, before any check.
 _SUBSCRIPT = r"""(?: \[ [ \t]* ["'] [^"'\n\]]{1,64} ["'] [ \t]* \] )?"""
+# "The password is …" in the most used languages, a dash or an arrow: prose, whose value must
+# read as a credential on its own (see _reads_as_prose_value).
+_COPULA = r"(?:is|was|ist|lautet|est|es|é|è|jest|je|är|er|on|olan|adalah)"
+_PLAIN_SEPARATORS = frozenset({":=", "=>", ":", "=", ">", "\uff1a", ""})
 _VALUE_AHEAD = (r"""[ \t]* (?: (?: \\" | [rbuRBU]{0,2}["'`] ) [^\s"'`]{%d}
                          | (?![A-Za-z_][\w.]*[(\[{]) [^\s"'`]{%d}
                          | [A-Za-z_&*][\w.|&*]*[ \t]*=
@@ -251,7 +255,8 @@ _VALUE_AHEAD = (r"""[ \t]* (?: (?: \\" | [rbuRBU]{0,2}["'`] ) [^\s"'`]{%d}
 _SPACED_VALUE = r"""[ \t]+ (?= (?: ["'][^"'\s]{%d,1024}["'] | [^\s"']{%d,1024} ) (?:[ \t]*(?:\r?\n|\Z)|[ \t]+\#) )""" % (
     SHORTEST_VALUE, SHORTEST_VALUE)
 NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>\uff1a] )
-                    | [ \t]+ (?:is|was) [ \t:] :? ) """ + _VALUE_AHEAD + " | " + _SPACED_VALUE)
+                    | [ \t]+ """ + _COPULA + r""" [ \t:] :? | [ \t]+ (?:->|[-\u2013\u2014]) (?=[ \t])
+                    | [ \t]* (?:是|为|為|は|는|은) ) """ + _VALUE_AHEAD + " | " + _SPACED_VALUE)
 _VALUE_BODY = r"""
     (?: [|>][+-]?[0-9]?[ \t]*\r?\n[ \t]+ | !![a-z]+[ \t]+ )?
     (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"
@@ -260,13 +265,20 @@ _VALUE_BODY = r"""
       | `(?P<bq>[^`\s]{1,1024})`
       | (?P<bare>[^\s"'`,;&()\[\]{}<>\\]{1,1024}) )"""
 _VALUE = re.compile(_SUBSCRIPT + r"""
-    (?:\\?["'])? \]? (?: [ \t]* (?P<sep> := | => | [:=>\uff1a] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? )
+    (?:\\?["'])? \]? (?: [ \t]* (?P<sep> := | => | [:=>\uff1a] | (?<=[ \t])(?i:""" + _COPULA + r""")(?=[ \t:]):?
+                                          | (?<=[ \t])(?:->|[-\u2013\u2014])(?=[ \t]) | 是|为|為|は|는|은 )
                        | (?P<space>[ \t]+(?![ \t])) ) [ \t]*""" + _VALUE_BODY, re.VERBOSE)
 _LATER_VALUE = re.compile(r"[ \t]*" + _VALUE_BODY, re.VERBOSE)  # a value after the first, in a tuple
 # "name: Type = value" (Python, TypeScript, Kotlin, Go): the value after the type.
 _TYPE = re.compile(r"[A-Za-z_&*][\w.|&*]*\Z")
 _SCHEME_VALUE = re.compile(r"[ \t][^\s]")
 _ANNOTATED = re.compile(r"[ \t]*(?==(?![=>]))")
+
+
+def _mixes_kinds(word: str) -> bool:
+    """Upper case, lower case, a digit and a symbol: three kinds of character or more."""
+    return (any(c.isupper() for c in word) + any(c.islower() for c in word) + any(c.isdigit() for c in word)
+            + any(not c.isalnum() for c in word)) >= 3
 
 
 def _reads_as_prose_value(value: re.Match[str]) -> bool:
@@ -391,7 +403,8 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     before = text[start - 1:start]
     if not separator and not _spaced_setting(text, start, value):
         return []  # a name, a space and a value: only on a line of their own
-    if separator.lower() in ("is", "was") and not _reads_as_prose_value(value):
+    if (separator.lower() not in _PLAIN_SEPARATORS and not separator.endswith(":")  # "is:" is a colon's
+            and not _reads_as_prose_value(value)):
         return []
     if (separator == ":" and text[value.start("sep") - 1] in " \t"
             and text[max(0, start - 64):start].rstrip().endswith("?")):
@@ -431,7 +444,7 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         # Pwd= is a connection-string key among ;-separated pairs; elsewhere (PWD= is the
         # shell's working directory) a quoted value or one that looks random.
         if (text[value_end:value_end + 1] != ";" and before != ";" and group == "bare"
-                and not looks_random(text[value_start:value_end])):
+                and not looks_random(text[value_start:value_end]) and not _mixes_kinds(text[value_start:value_end])):
             return []
         kind = "password"
     if reads_as_credential(kind, text[value_start:value_end], quoted=group != "bare"):

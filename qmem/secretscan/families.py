@@ -347,7 +347,7 @@ def _by_first(words: tuple[str, ...]) -> dict[str, list[str]]:
 
 # What an assignment rule's head looks for after the ending: a short look at the
 # separator (the rule's pattern reads it again, whole, where the head is found).
-_SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] )"""
+_SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] | [是为為は는은] )"""
 
 # Most specific first: that order settles overlapping findings.
 RULES: tuple[Rule, ...] = (

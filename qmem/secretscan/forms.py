@@ -265,6 +265,8 @@ FORM_RULES = (
      False, None, None),
     ("credential-assignment", r"""<string[ \t]+name[ \t]*=[ \t]*"(?P<name>[^"\n]{1,64})""", named_element, False,
      None, None),
+    ("credential-assignment", r"""<(?P<name>[A-Za-z][\w.:-]{0,63})[ \t]+value[ \t]*=[ \t]*"(?P<value>[^"\s]{1,1024})["]""",
+     literal_pair, False, "<", r"""<[A-Za-z][\w.:-]{0,63}[ \t]+value[ \t]*="""),
     ("credential-assignment", r"""<key>(?P<name>[^<\n]{1,64})(?=</key>)""", named_element, False, None, None),
     ("credential-assignment", r"""\|[ \t]*(?:[a-z_ -]{0,30}(?:password|passwd|pass|pwd|secret|token|key|
                                   passwort|contraseña|senha|mot[ ]de[ ]passe))[ \t]*\|""", table_column, True, "|",
