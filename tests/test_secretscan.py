@@ -641,7 +641,7 @@ EXTRA_SAMPLES += [
     "net use Z: \\\\fs\\share /user:CORP\\svc Zq8vX2pLm4#", 'ConvertTo-SecureString "Zq8vX2pLm4#" -AsPlainText',
     "CREATE USER 'a'@'%' IDENTIFIED BY 'Zq8vX2pLm4#';", "ALTER USER a IDENTIFIED BY Zq8vX2pLm4;",
     "CREATE ROLE a WITH LOGIN PASSWORD 'Zq8vX2pLm4#';", f"setup key: {SEED32}", f"secret: {SEED32}",
-    f"seed: {SEED32}",
+    f"seed: {SEED32}", '<password value="Zq8vX2pLm4#"/>',
 ]
 with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
     EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]

@@ -19,13 +19,17 @@ bounded, so nothing can backtrack quadratically.
 
 What it does not promise.  It is a guard, not a secret detector of record, and
 a clean scan is not a proof that the text is safe.  It looks only for the
-shapes listed in :mod:`qmem.secretscan.families`, so it misses credentials that are
-unknown, encoded, split, encrypted, novel, short, context-dependent or
+shapes and forms listed in :mod:`qmem.secretscan.families`, so it misses credentials that are
+unknown, encoded, encrypted, novel, short, context-dependent or
 deliberately obfuscated (look-alike Unicode, zero-width characters, a key
 spelled out in words).  It also rejects some benign strings: documentation
 examples, test fixtures and look-alikes are refused along with real
 credentials (see :mod:`qmem.secretscan.values` for what passes as a placeholder).
 Use upstream secret management and independent scanners where that matters.
+
+A secret split across string literals (``"ghp_ab" + "cd…"``, ``'Pass' . 'w0rd'``, C's and
+Python's adjacent literals) is found too: the engine joins each chain of literals and scans the
+join with what stands before it on its line; a finding there covers the whole chain.
 
 This module is the engine: it compiles the rules, runs them over the text
 (or its lower-cased copy), hands each match to the rule's check and keeps the

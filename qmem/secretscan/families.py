@@ -13,7 +13,10 @@ the whole token):
                           header followed by key material (a run of 16 or more
                           base64 characters, not all lower-case letters, as in
                           a truncated ``MIIEpAIBAAKCAQEA…``) [header to
-                          ``-----END …-----``]
+                          ``-----END …-----``]; so in any container: any private
+                          label (ML-DSA, OpenVPN's static key), SSH2 blocks, PuTTY
+                          private lines, a PEM in base64, a JWK's private members
+                          beside a ``kty``, BIP32 ``xprv``, WIF keys whose checksum holds
 ``seed-phrase``           a BIP39 seed phrase: 12, 15, 18, 21 or 24 words of the
                           English list with a valid checksum, in prose, quoted,
                           in a JSON array or a numbered list (see
@@ -188,7 +191,12 @@ the whole token):
                           <value>``, ``… secret <value>`` in prose when the name
                           with the word before it says token, key or secret
                           (``api token``, ``client secret``, not ``sort key``)
-                          and the value looks random [the value]
+                          and the value looks random [the value]; the word for password in 40-odd
+                          languages (``_ASSIGNMENT_ENDINGS``, ``_WIDE_ENDINGS``), names
+                          that go on (``_PROD``, ``_V2``), a name and its value alone
+                          on a line, session cookies on a cookie line, and the forms
+                          of :mod:`qmem.secretscan.forms` (calls, separate fields,
+                          tables, more programs, SQL, prose)
 
 A token must not follow a letter, digit or underscore, and a fixed-length one
 must not run on past its end either, so ``ghp_`` inside a longer identifier is

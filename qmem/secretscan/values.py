@@ -71,7 +71,18 @@ reference or a placeholder:
   in ``public_key``, ``publishable_key``, ``idempotency_key``, ``cache_key``,
   ``primary_key``, ``foreign_key``, ``sort_key``, ``partition_key`` and the
   like are never secret names;
+* it is not a date or a time stamp, and not a word or a message in a script beyond Latin-1
+  (``"password": "パスワード"``, ``请输入密码（至少8位）``: a translated label);
 * it is not a placeholder (above).
+
+Names.  :func:`name_kind` reads a name by its ending, compacted (``AWS_SECRET_ACCESS_KEY`` and
+``awsSecretAccessKey`` alike): the word for password in 40-odd languages and scripts
+(:data:`PASSWORD_WORDS`), the words for an API key or a token (:data:`KEY_WORDS`), short names
+(``pw``, ``psw``, ``tok``), other nouns for a secret (``salt``, ``seed``, ``psk``, ``pin``,
+``auth``, ``cookie``, ``pk``), and past words that only say which secret (``_PROD``, ``_V2``,
+``_B64``, ``_BASE``).  A value for a name that asks for a random one may also be a base32 seed
+(16 or more of ``A-Z2-7`` in one case, two digits), or random characters whose letters happen
+to read like words (24 or more, measured by their entropy).
 
 So ``password=hunter22`` is a finding, while ``password: required``,
 ``password = os.environ["PW"]``, ``token=${TOKEN}``, ``api_key=<redacted>``
