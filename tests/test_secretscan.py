@@ -662,6 +662,15 @@ PIECES = [
     "access_token$production$", "a1b2c3.", "token a1b2c3.", "webhook.office.com/webhookb2/",
     "logic.azure.com/workflows/", "chat.googleapis.com/v1/spaces/a/messages?", "EAA", "sk.eyJ", "dG9rO", "pat",
     "pat.", "api_key[\"a\"] = ", "key['", ".M" + "a" * 23,
+    # Issue 28: containers, cookies, split literals, calls, fields, tables, lines, prose.
+    "-----BEGIN A B C D ", "---- BEGIN ", "Private-Lines: 1\n", "LS0tLS1CRUdJTi", '"d": "', '"kty" "d":"',
+    "Cookie: a=", "Cookie: sessionid=", "-b ", '"a" "', '"a" + ', "'a' . ", '"a"\n', '("password", "', "(\"",
+    '(\"a\", \"', "Client(", "name: password ", "<key>password</key>", '<string name="password">', "| password |",
+    "|", "WIFI:", "WIFI:P:", "identified by ", "password '", "a:b:c:d:", "password for a is ", "login a / ",
+    " as the password", "key: abcd ", "secret: ABCD ", "zip -P ", "7z -p", "-U a%", "/p:", "/pass:", "net user a ",
+    "/user:a ", "-storepass ", "ConvertTo-SecureString '", "xprv", "5K", "L", '<a value="', "pw ", "ENV A ",
+    "requirepass ", "password ", "密码是", "Passwort ist ", "password - ", "password -> ", "_prod=", "_v2=",
+    "password: |\n  ", "token: !!str ", "a, password = ", "login(key=", "Xk9=", "：",
 ]
 
 # Where a value is judged, and what it is made of: each value is VALUE_INPUT characters of one
@@ -764,7 +773,9 @@ LARGE_INPUT = 2_000_000  # a quadratic scan of any of these takes hours; the lin
 # numbered list whose items are numbered lists) or a token's body holds its
 # own prefix: a search that looks from every place in there is quadratic.
 LARGE_PIECES = ["://", "https://a", "abandon 1 ", "1. abandon\n", "whsec_+", "sntrys_-", "xoxe-1-",
-                "a" * 32 + "-us1-", "Q~" + "a" * 33, "==" + "A" * 84]
+                "a" * 32 + "-us1-", "Q~" + "a" * 33, "==" + "A" * 84,
+                # Issue 28: a chain of literals that never ends, a cookie line that never ends.
+                '"ab" "', '"ab" + ', "Cookie: sessionid=a; ", "| password |\n"]
 
 
 def large_inputs(size: int = LARGE_INPUT) -> Iterator[tuple[str, str]]:

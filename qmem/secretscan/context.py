@@ -458,6 +458,7 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 # curl -b or --cookie: its name (quoted in a dict), "=" or ":", its value.
 _COOKIE_PAIR = re.compile(r"""["']?(?P<name>[A-Za-z0-9_.!#$%*+^|~-]{1,64})["']?[ \t]*[=:][ \t]*["']?
                               (?P<value>[^\s;,"'}&]{1,1024})""", re.VERBOSE)
+_COOKIE_WORD = re.compile(r"(?i)cookie")
 _SESSION_MARKS = ("sess", "sid", "auth", "token", "jwt", "remember", "login", "identity", "secret", "credential")
 _NOT_SESSION = ("csrf", "xsrf", "consent", "theme", "lang", "locale", "tz")
 
@@ -469,8 +470,12 @@ def session_cookie(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         window = text[max(0, match.start() - 300):match.start()].lower()
         if "curl" not in window:
             return []
-    line_end = text.find("\n", match.end(), match.end() + 4096)
-    line_end = match.end() + 4096 if line_end == -1 else line_end
+    # The pairs up to the end of the line, the next cookie word (whose match reads on from
+    # there) or 1024 characters: so each pair is read once or twice, never once per cookie.
+    line_end = text.find("\n", match.end(), match.end() + 1024)
+    line_end = match.end() + 1024 if line_end == -1 else line_end
+    next_cookie = _COOKIE_WORD.search(text, match.end(), line_end)
+    line_end = next_cookie.start() if next_cookie else line_end
     spans = []
     for pair in _COOKIE_PAIR.finditer(text, match.end(), min(line_end, len(text))):
         name = pair.group("name").lower()

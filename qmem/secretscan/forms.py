@@ -132,12 +132,22 @@ def named_element(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # --- tables -----------------------------------------------------------------------
 
+_SEPARATOR_ROW = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{1,64}:?[ \t]*\|){1,32}")
+
+
 def table_column(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A Markdown table whose header names a secret (``| host | user | password |``): the
     cells of that column in the next 20 rows."""
     line_start = text.rfind("\n", max(0, match.start() - 300), match.start()) + 1
-    line_end = text.find("\n", match.start())
+    line_end = text.find("\n", match.start(), match.start() + 1024)
     if line_end == -1 or not text.startswith("|", line_start):
+        return []
+    # A header is a table's first row, and a row of dashes follows it: so each table is read
+    # once, however many of its rows name a secret.
+    previous = text.rfind("\n", max(0, line_start - 1025), max(0, line_start - 1)) + 1
+    if line_start and text[previous:line_start].lstrip().startswith("|"):
+        return []
+    if _SEPARATOR_ROW.match(text, line_end + 1) is None:
         return []
     header = [cell.strip() for cell in text[line_start:line_end].strip().strip("|").split("|")]
     column = next((i for i, cell in enumerate(header) if _pair_kind(cell) is not None), None)
