@@ -642,6 +642,9 @@ EXTRA_SAMPLES += [
     "CREATE USER 'a'@'%' IDENTIFIED BY 'Zq8vX2pLm4#';", "ALTER USER a IDENTIFIED BY Zq8vX2pLm4;",
     "CREATE ROLE a WITH LOGIN PASSWORD 'Zq8vX2pLm4#';", f"setup key: {SEED32}", f"secret: {SEED32}",
     f"seed: {SEED32}", '<password value="Zq8vX2pLm4#"/>',
+    "{'kty': 'oct', 'k': '" + rand(URLSAFE, 43, 6) + "'}", "{kty: 'EC', d: '" + rand(URLSAFE, 43, 7) + "'}",
+    "{kty: 'oct', k: '" + rand(URLSAFE, 43, 8) + "'}", "echo 'Zq8vX2pLm4#' | sudo -S ls",
+    'printf "Zq8vX2pLm4#" | docker login --password-stdin', "sudo -S <<< 'Zq8vX2pLm4#' ls",
 ]
 with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
     EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]
@@ -670,7 +673,8 @@ PIECES = [
     " as the password", "key: abcd ", "secret: ABCD ", "zip -P ", "7z -p", "-U a%", "/p:", "/pass:", "net user a ",
     "/user:a ", "-storepass ", "ConvertTo-SecureString '", "xprv", "5K", "L", '<a value="', "pw ", "ENV A ",
     "requirepass ", "password ", "密码是", "Passwort ist ", "password - ", "password -> ", "_prod=", "_v2=",
-    "password: |\n  ", "token: !!str ", "a, password = ", "login(key=", "Xk9=", "：",
+    "password: |\n  ", "token: !!str ", "a, password = ", "login(key=", "Xk9=", "：", "echo a | ", "<<< '",
+    "{kty: 'oct', k: '", "'d': '",
 ]
 
 # Where a value is judged, and what it is made of: each value is VALUE_INPUT characters of one

@@ -99,7 +99,8 @@ class KeyContainerTests(Case):
         member = base64.urlsafe_b64encode(random.Random(1).randbytes(32)).decode().rstrip("=")
         for private in ({"kty": "EC", "crv": "P-256", "x": member[::-1], "y": member[1:], "d": member},
                         {"kty": "oct", "k": member}, {"kty": "OKP", "crv": "Ed25519", "x": member[2:], "d": member}):
-            self.assert_found([json.dumps(private), json.dumps({"keys": [private]}, indent=2)], member)
+            self.assert_found([json.dumps(private), json.dumps({"keys": [private]}, indent=2), repr(private),
+                               "{" + ", ".join(f"{k}: '{v}'" for k, v in private.items()) + "}"], member)
         self.assert_benign([json.dumps({"kty": "EC", "crv": "P-256", "x": member, "y": member[::-1]}),
                             json.dumps({"keys": [{"kty": "RSA", "n": member * 8, "e": "AQAB", "kid": "a"}]})])
 
@@ -237,10 +238,14 @@ class CommandLineTests(Case):
                            f"keytool -list -storepass {PASSWORD} -keystore k.jks", f"smbclient //fs/s -U admin%{PASSWORD}",
                            f"xfreerdp /v:h /u:admin /p:{PASSWORD}", f"cmdkey /add:h /user:admin /pass:{PASSWORD}",
                            f"net user backup {PASSWORD} /add", f"mytool --db-pass={PASSWORD}",
-                           f'$p = ConvertTo-SecureString "{PASSWORD}" -AsPlainText -Force'], PASSWORD)
+                           f'$p = ConvertTo-SecureString "{PASSWORD}" -AsPlainText -Force',
+                           f"echo '{PASSWORD}' | sudo -S apt update", f"echo {PASSWORD} | passwd --stdin root",
+                           f'printf "{PASSWORD}" | docker login -u me --password-stdin', f"sudo -S <<< '{PASSWORD}' ls"],
+                          PASSWORD)
         self.assert_benign(['zip -P "$ZIP_PASSWORD" out.zip dir', "msbuild /p:Configuration=Release",
                             "openssl enc -in a -out b -pass file:./key.txt", "keytool -list -storepass:env SP",
-                            "docker login --password-stdin", "net user backup * /add"])
+                            "docker login --password-stdin", "net user backup * /add",
+                            'echo "$PW" | docker login --password-stdin', "echo hello | wc -c", "echo done | sudo tee log"])
 
     def test_sql(self) -> None:
         self.assert_found([f"CREATE USER 'app'@'%' IDENTIFIED BY '{PASSWORD}';", f"ALTER ROLE app PASSWORD '{PASSWORD}';",

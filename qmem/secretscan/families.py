@@ -369,8 +369,10 @@ RULES: tuple[Rule, ...] = (
                             (?:\r?\n[A-Za-z0-9+/=]{16,})*)""", key_lines),
     Rule("private-key", r"""LS0tLS1CRUdJTi(?<![A-Za-z0-9+/]LS0tLS1CRUdJTi)(?P<body>[A-Za-z0-9+/]{40,}={0,2})""",
          wrapped_pem),
-    Rule("private-key", r"""\"(?:d|p|q|dp|dq|qi|k)\"[ \t]*:[ \t]*\"(?P<body>[A-Za-z0-9_-]{16,})\" """, jwk_member,
-         needle='"', head=r"""\"(?:d|p|q|dp|dq|qi|k)\"[ \t]*:"""),
+    *(Rule("private-key", rf"""{q}(?:d|p|q|dp|dq|qi|k){q}[ \t]*:[ \t]*["'](?P<body>[A-Za-z0-9_-]{{16,}})["']""",
+           jwk_member, needle=q, head=rf"""{q}(?:d|p|q|dp|dq|qi|k){q}[ \t]*:""") for q in ('"', "'")),
+    *(Rule("private-key", rf"""{m}(?<![\w$."']{m})[ \t]*:[ \t]*["'](?P<body>[A-Za-z0-9_-]{{16,}})["']""", jwk_member)
+      for m in ("d", "k")),
     Rule("private-key", r"""prv(?<=(?<![A-Za-z0-9_])(?P<head>[xtyzuvYZUV])prv)(?P<body>[1-9A-HJ-NP-Za-km-z]{100,112})
                             (?![A-Za-z0-9_])""", lead_token),
     Rule("private-key", r"""[5KL](?<![A-Za-z0-9_+/][5KL])[1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z0-9_+/])""", wif_key),

@@ -204,6 +204,23 @@ def strong_value(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return [(start, end)]
 
 
+# Commands that read a password on their standard input.
+_STDIN_READERS = re.compile(r"--password-stdin|passwd[ \t]+--stdin|sudo[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*S|chpasswd"
+                            r"|-passin[ \t]+stdin|kinit|--pass(?:word)?-stdin|--stdin-password")
+
+
+def piped_password(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """``echo '…' | sudo -S …``, ``printf … | docker login --password-stdin``, ``sudo -S <<< '…'``:
+    a literal written to a command that reads a password from its input (a variable is a
+    reference, and a placeholder)."""
+    line_start = text.rfind("\n", max(0, match.start() - 200), match.start()) + 1
+    line_end = text.find("\n", match.end(), match.end() + 300)
+    line = text[line_start:match.end() + 300 if line_end == -1 else line_end]
+    if _STDIN_READERS.search(line) is None:
+        return []
+    return strong_value(text, match)
+
+
 def windows_option(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """``/p:…`` after xfreerdp or an RDP client, ``/pass:…`` or ``/password:…`` anywhere."""
     if match.group("name").lower() == "p":
@@ -295,6 +312,10 @@ FORM_RULES = (
     ("cli-credential", r"""-(?<![^\s]-)[a-z]{0,20}pass(?:word)?[ \t]+(?!(?:pass|env|file|fd):|stdin(?![^\s]))
                            (?P<value>[^\s"'\-:][^\s"']{2,255})""",
      strong_value, True, None, r"-(?<![^\s]-)[a-z]{0,20}pass"),
+    *(("cli-credential", rf"""{word}(?<![\w-]{word})[ \t]+(?:-[neE]{{1,3}}[ \t]+)?(?P<q>["']?)
+                            (?P<value>[^\s"'|;&$`<>]{{3,256}})(?P=q)[ \t]*(?:\\n)?[ \t]*\|""", piped_password, False, None,
+       rf"{word}(?<![\w-]{word})[ \t]") for word in ("echo", "printf")),
+    ("cli-credential", r"""<<<[ \t]*""" + _QUOTED, piped_password, False, None, None),
     ("cli-credential", r"""convertto-securestring(?:[ \t]+-string)?[ \t]+""" + _QUOTED, strong_value, True, None,
      None),
     ("credential-assignment", r"""identified[ \t]+by[ \t]+""" + _QUOTED, strong_value, True, None, None),

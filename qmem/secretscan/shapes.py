@@ -271,11 +271,15 @@ def wrapped_pem(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     return [match.span()] if _PRIVATE_HEADER.match(decoded) else []
 
 
+_KTY = re.compile(r"""(?<![\w$])["']?kty["']?[ \t]*:""")
+
+
 def jwk_member(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A JSON Web Key's private member (``d``, ``p``, ``q``, ``dp``, ``dq``, ``qi``, or an
-    octet key's ``k``): only where ``"kty"`` stands in the 2048 characters around it."""
+    octet key's ``k``), its name quoted or not: only where ``kty`` is a member in the 2048
+    characters around it."""
     window = text[max(0, match.start() - 2048):match.end() + 2048]
-    if '"kty"' not in window or is_placeholder(match.group("body")) or match.group("body").isalpha():
+    if (_KTY.search(window) is None or is_placeholder(match.group("body")) or match.group("body").isalpha()):
         return []
     return [match.span("body")]
 
