@@ -285,8 +285,8 @@ def _reads_as_prose_value(value: re.Match[str]) -> bool:
     """After "the password is": a bare word that mixes three kinds of character
     (Hunter781, hunter781!) or looks random -- not base64url, sha256 or code."""
     word = value.group("bare")
-    if word is None or any(c in "([{" for c in word):
-        return False
+    if word is None or len(word) > 256 or any(c in "([{" for c in word):
+        return False  # prose's password is a word, not a run of 256 characters or code
     word = word.rstrip(".:")
     kinds = (any(c.isupper() for c in word) + any(c.islower() for c in word)
              + any(c.isdigit() for c in word) + any(not c.isalnum() for c in word))
@@ -314,6 +314,12 @@ def _nth_value(text: str, value: re.Match[str], skip: int) -> re.Match[str] | No
             return None
         at = step.end()
     return _LATER_VALUE.match(text, at)
+
+
+def line_start(text: str, at: int, limit: int = 200) -> int:
+    """Where the line holding position *at* starts, looking back at most *limit* characters
+    (a line longer than that is read from *limit* back: every look stays bounded)."""
+    return max(text.rfind("\n", max(0, at - limit), at) + 1, at - limit, 0)
 
 
 def callee_before(text: str, at: int) -> str | None:
@@ -359,10 +365,10 @@ def _spaced_setting(text: str, start: int, value: re.Match[str]) -> bool:
     """``requirepass …``, ``ENV DB_PASSWORD …``, ``storePassword "…"``: a name and a value
     with only white space between them count when they are a line of their own (after
     indentation or a keyword that sets a variable) and nothing but a comment follows."""
-    line_start = text.rfind("\n", max(0, start - 200), start) + 1
-    if line_start == 0 and start > 200:
-        return False
-    if _SPACED_PREFIX.match(text, line_start, start) is None:
+    begin = line_start(text, start)
+    if begin and text[begin - 1] != "\n":
+        return False  # a line longer than 200 characters before the name
+    if _SPACED_PREFIX.match(text, begin, start) is None:
         return False
     rest = text[value.end():value.end() + 200].split("\n", 1)[0].strip()
     return not rest or rest.startswith("#")
@@ -394,7 +400,7 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     if value is None:
         return []
     separator = value.group("sep") or ""
-    targets = _TUPLE_TARGETS.match(text, text.rfind("\n", max(0, start - 200), start) + 1, start)
+    targets = _TUPLE_TARGETS.match(text, line_start(text, start), start)
     if targets is not None and separator == "=":
         # user, password = "admin", "…": the value in the name's place, not the first one.
         value = _nth_value(text, value, targets.group().count(","))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from .context import callee_before
+from .context import callee_before, line_start
 from .values import (
     compact_name, is_base32_secret, is_credential_value, is_placeholder, is_strong_value, looks_random, name_kind,
     reads_as_credential,
@@ -138,18 +138,18 @@ _SEPARATOR_ROW = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{1,64}:?[ \t]*\|){1,32}")
 def table_column(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """A Markdown table whose header names a secret (``| host | user | password |``): the
     cells of that column in the next 20 rows."""
-    line_start = text.rfind("\n", max(0, match.start() - 300), match.start()) + 1
+    begin = line_start(text, match.start(), 300)
     line_end = text.find("\n", match.start(), match.start() + 1024)
-    if line_end == -1 or not text.startswith("|", line_start):
+    if line_end == -1 or not text.startswith("|", begin):
         return []
     # A header is a table's first row, and a row of dashes follows it: so each table is read
     # once, however many of its rows name a secret.
-    previous = text.rfind("\n", max(0, line_start - 1025), max(0, line_start - 1)) + 1
-    if line_start and text[previous:line_start].lstrip().startswith("|"):
+    previous = line_start(text, max(0, begin - 1), 1024)
+    if begin and text[previous:begin].lstrip().startswith("|"):
         return []
     if _SEPARATOR_ROW.match(text, line_end + 1) is None:
         return []
-    header = [cell.strip() for cell in text[line_start:line_end].strip().strip("|").split("|")]
+    header = [cell.strip() for cell in text[begin:line_end].strip().strip("|").split("|")]
     column = next((i for i, cell in enumerate(header) if _pair_kind(cell) is not None), None)
     if column is None:
         return []
@@ -182,7 +182,7 @@ def program_flag(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """``zip -P …``, ``7z a -p…``, ``sqlcmd -P …``: a password flag of the program named
     before it on the line."""
     programs = _PROGRAM_FLAGS[match.group("flag")]
-    line = text[text.rfind("\n", max(0, match.start() - 200), match.start()) + 1:match.start()].lower()
+    line = text[line_start(text, match.start()):match.start()].lower()
     if not any(re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", line) for p in programs):
         return []
     if match.group("flag") == "p" and match.group("space"):
@@ -213,9 +213,8 @@ def piped_password(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     """``echo '…' | sudo -S …``, ``printf … | docker login --password-stdin``, ``sudo -S <<< '…'``:
     a literal written to a command that reads a password from its input (a variable is a
     reference, and a placeholder)."""
-    line_start = text.rfind("\n", max(0, match.start() - 200), match.start()) + 1
     line_end = text.find("\n", match.end(), match.end() + 300)
-    line = text[line_start:match.end() + 300 if line_end == -1 else line_end]
+    line = text[line_start(text, match.start()):match.end() + 300 if line_end == -1 else line_end]
     if _STDIN_READERS.search(line) is None:
         return []
     return strong_value(text, match)

@@ -178,12 +178,15 @@ def is_credential_value(value: str) -> bool:
     return _DIGIT_OR_SYMBOL.search(value) is not None or _looks_generated(value)
 
 
+_BEYOND_LATIN1 = re.compile(r"[^\x00-\xff]")
+
+
 def _is_prose_script(value: str) -> bool:
     """Two or more letters beyond Latin-1 (密码, пароль, 請輸入): a word or a message in a
     script that generated credentials are not written in, such as a translated label."""
     count = 0
-    for c in value:
-        if ord(c) > 0xFF and c.isalpha():
+    for wide in _BEYOND_LATIN1.finditer(value):
+        if wide.group().isalpha():
             count += 1
             if count >= 2:
                 return True
