@@ -272,7 +272,7 @@ def scan(text: str) -> list[Finding]:
 # A secret split across string literals ("ghp_ab" + "cd…", 'Pass' . 'w0rd', "a" "b" in C and
 # Python, a line continuation between two): where one literal ends and the next begins.
 _JOIN_POINT = re.compile(r"""["'`](?<![\n"'`]["'`])[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?["'`](?![\n"'`])""")
-_PIECE = re.compile(r"""(["'`])([^"'`\n\\]{1,256})\1""")
+_PIECE = re.compile(r"""(["'`])([^"'`\s\\]{1,256})\1""")  # a secret's piece holds no white space
 _JOIN = re.compile(r"""[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?(?=["'`])""")
 _MOST_PIECES = 16
 
@@ -307,8 +307,8 @@ def _split_literals(text: str) -> list[Finding]:
             next_at = join.end()
         at = max(end, close + 1)
         joined = "".join(pieces)
-        if len(pieces) < 2 or len(joined) < 8:
-            continue
+        if len(pieces) < 2 or len(joined) < 8 or (joined.isalpha() and (joined.islower() or joined.isupper())):
+            continue  # too short, or a word
         line_start = text.rfind("\n", max(0, open_ - 64), open_) + 1
         prefix = text[max(line_start, open_ - 64):open_]
         quoted = f'{prefix}"{joined}"'
