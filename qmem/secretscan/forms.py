@@ -323,8 +323,11 @@ FORM_RULES = (
     ("credential-assignment", r"""password[ \t]+""" + _QUOTED, strong_value, True, None, None),
     ("credential-assignment", r"""wifi:(?:[^\n]{0,200}?;)?p:(?P<value>[^;\n]{3,256});""", strong_value, True, None,
      None),
-    ("credential-assignment", r"""(?m)^(?:[^:\s]{1,128}:){4}(?P<value>[^\s:]{6,256})[ \t]*$""", pgpass_line, False,
-     None, None),
+    # A .pgpass line: from a line's start (a newline, a search for which is fast, or the text's).
+    ("credential-assignment", r"""\n(?:[^:\s]{1,128}:){4}(?P<value>[^\s:]{6,256})[ \t]*(?=\r?\n|\Z)""", pgpass_line,
+     False, "\n", r"""\n(?:[^:\s]{1,128}:){4}"""),
+    ("credential-assignment", r"""\A(?:[^:\s]{1,128}:){4}(?P<value>[^\s:]{6,256})[ \t]*(?=\r?\n|\Z)""", pgpass_line,
+     False, None, None),
     *(("credential-assignment", word + r"""(?<![a-z0-9_]""" + word + r""")[ \t]*(?::[ \t]*)?(?:\r?\n[ \t]*)?
                                   (?P<value>[a-z2-7]{4}(?:[ ][a-z2-7]{4}){3,15})(?![a-z0-9])""",
        grouped_seed, True, None, None) for word in ("key", "secret", "seed")),
