@@ -153,20 +153,26 @@ class _Group:
     its own last match (a URL inside a URL), and searching for it from every
     place in there would take time quadratic in its length."""
 
-    union: re.Pattern[str]
+    union_source: str         # the union of the members' heads, compiled where first needed
     members: tuple[int, ...]  # positions in _RULES
     folded: bool
     start: str                # the character every match starts with
     by_start: dict[str, tuple[int, ...]]  # the members a match may be of, by its first two characters
 
+    @cached_property
+    def union(self) -> re.Pattern[str]:
+        # Compiled where first needed, like the rules: most groups of the endings beyond
+        # Latin-1 never meet their character, and compiling them all would cost every process.
+        return re.compile(self.union_source, re.VERBOSE)
+
 
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
 
 
-def _union(rules: list[_CompiledRule]) -> re.Pattern[str]:
+def _union(rules: list[_CompiledRule]) -> str:
     # The union only finds where to look, so its groups need no names (and
     # two heads may name theirs alike); each rule's own match is taken again.
-    return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.head)}\n)" for rule in rules), re.VERBOSE)
+    return "|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.head)}\n)" for rule in rules)
 
 
 # Most specific first: that order settles overlapping findings.
