@@ -7,9 +7,11 @@ Promises:
   so it starts closed.
 * **Definitive failures** (connect, DNS, header timeout) open the breaker at once for
   ``base_ms``; each re-open without a success in between doubles the window, up to
-  ``max_ms``.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
+  ``max_ms``.  A failure reported while the breaker is open (a call let through before it
+  opened, such as another of the calls a recall makes at once) changes nothing.  **Ambiguous failures** (5xx, 429, slow or cut-off bodies) open it only after
   ``trip_after`` failed *calls* in a row (a caller reports a call once, after its own
-  retries).  :meth:`Breaker.hold` opens it for the time a service asked for
+  retries).  A call that takes too long to help its caller counts as such a failure the moment it
+  has (:class:`SlowCall`).  :meth:`Breaker.hold` opens it for the time a service asked for
   (``Retry-After``, which the transport caps at 5 minutes).
 * **While open**, :meth:`Breaker.check` answers in microseconds without touching the
   network: one read of a small file.  When the window has passed, exactly one caller (in
@@ -28,6 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +43,7 @@ from .diagnostics import Warnings
 from .files.atomicfile import ensure_private_dir, write_atomic
 from .files.smallfile import MIB, UnreadableFile, decode_json, read_small_file
 
-__all__ = ["Breaker", "BreakerPolicy"]
+__all__ = ["Breaker", "BreakerPolicy", "SlowCall"]
 
 FILE_VERSION = 1
 STALE_ENTRY_MS = 30 * 86_400_000
@@ -192,9 +195,12 @@ class Breaker:
             document["endpoints"].pop(self.key, None)
 
     def definitive_failure(self) -> int:
-        """Nobody answered: open now.  Returns the window in ms."""
+        """Nobody answered: open now.  Returns the window in ms (0 when it was open already)."""
         with self._locked() as document:
-            return self._open(document, self._entry(document))
+            entry = self._entry(document)
+            if self._open_now(entry):
+                return 0  # a call that began before the breaker opened: no re-open, no doubling
+            return self._open(document, entry)
 
     def ambiguous_failure(self) -> int:
         """A bad or slow answer: open after ``trip_after`` in a row (or when a probe fails).
@@ -203,6 +209,8 @@ class Breaker:
         """
         with self._locked() as document:
             entry = self._entry(document)
+            if self._open_now(entry):
+                return 0  # a call that began before the breaker opened: no re-open, no doubling
             failures = entry.get("failures", 0) + 1
             probing = entry.get("open_until", 0) > 0
             if probing or failures >= self.policy.trip_after:
@@ -224,6 +232,11 @@ class Breaker:
             document["endpoints"][self.key] = {**entry, "open_until": until, "failures": 0, "probe_until": 0,
                                                "updated": now}
             return until - now
+
+    def _open_now(self, entry: dict[str, int]) -> bool:
+        """Open and its window not yet passed.  A failure reported now comes from a call that was let
+        through before it opened (calls run at once, in this process or another): it is no failed probe."""
+        return self._now() < entry.get("open_until", 0)
 
     def _open(self, document: dict[str, Any], entry: dict[str, int]) -> int:
         now = self._now()
@@ -257,6 +270,37 @@ class Breaker:
             "endpoints_tracked": len(document["endpoints"]),
             "file_corrupt": corrupt,
         }
+
+
+class SlowCall:
+    """A watch on one call: the moment it has taken ``seconds``, it counts toward ``breaker`` as an
+    ambiguous failure — while the caller still waits, not when the answer comes, so a service that
+    keeps every caller waiting opens its breaker as early as it can (resilience4j's slow-call rule,
+    applied at the threshold).  :meth:`end` stops the watch and says whether the call was counted:
+    then its outcome must not be reported again (a success would undo the count)."""
+
+    def __init__(self, breaker: Breaker, seconds: float) -> None:
+        self._breaker = breaker
+        self._lock = threading.Lock()
+        self._state = "running"
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._state != "running":
+                return
+            self._state = "slow"
+        self._breaker.ambiguous_failure()
+
+    def end(self) -> bool:
+        """Stop watching; True if the call was counted as slow."""
+        with self._lock:
+            slow = self._state == "slow"
+            self._state = "ended"
+        self._timer.cancel()
+        return slow
 
 
 def _decide(entry: dict[str, int], now: int) -> Decision | None:

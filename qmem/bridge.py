@@ -8,7 +8,7 @@ Shim → bridge, requests (each answered once, by ``id``)::
     {"id": 1, "method": "session_start", "params": {"cwd", "extensionDir", "loaded", "hostProcess", "header"}}
     {"id": 2, "method": "tool", "params": {"name", "args"}}
     {"id": 3, "method": "context", "params": {"messages", "rlmDepth", "depthGiven"}}
-    {"id": 4, "method": "before_agent_start", "params": {"activeTools"}}
+    {"id": 4, "method": "before_agent_start", "params": {"activeTools", "prompt", "rlmDepth", "depthGiven"}}
     {"id": 5, "method": "command", "params": {"name", "args", "hasUI"}}
     {"id": 6, "method": "shutdown"}
 
@@ -24,8 +24,8 @@ The context answer is a patch, ``{"drop": [indices], "append": message | null}``
 applies it to its own copy of the messages, so the array crosses the pipe only once.
 ``session_start`` carries the facts :func:`qmem.hosts.identity.identify_host` decides the host
 from: ``loaded`` (the host's ``sourceInfo`` of this extension: ``path``, ``baseDir``…, or
-null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``);
-``cwd`` is the session's directory, data only: the bridge runs in its own directory.
+null), ``hostProcess`` (``process.title``) and ``header`` (``{"rlmDepth", "hasRlmDepth"}``),
+and where they truly conflict, the user's ``QMEM_HOST`` or ``recall.host``; ``cwd`` is the session's directory, data only: the bridge runs in its own directory.
 The ``session_start`` answer is ``{"host", "recall"}``: ``recall`` says whether
 ``memory_search`` is offered (recall configured and on, host identified), which the shim
 registers only then.  Requests run concurrently on worker threads; stdin EOF or
@@ -40,7 +40,9 @@ No line ends the conversation (reading and writing: :mod:`qmem.jsonlines`):
   A cancel names its request by JSON type and value (``true`` does not cancel ``1``).
 * A line that is not JSON (``NaN``/``Infinity`` included, or nested deeper than the parser
   follows) or not an object is dropped with the ``bridge_protocol`` warning (once a session);
-  if it still shows a top-level ``id``, that request is refused with an error.  Invalid UTF-8
+  if it still shows a top-level ``id``, that request is refused with an error.  So is a line
+  over 16 MiB (``jsonlines.LINE_LIMIT``), read in bounded memory, refused naming the limit
+  when its first 4 KiB show its id.  Invalid UTF-8
   inside a string reads as U+FFFD.  Every line written is strict JSON.
 * At stdin EOF or ``shutdown`` every request read is answered before the process exits:
   running ones finish (reads among them cancelled, open dialogs closed; a running write was
@@ -55,7 +57,12 @@ On a Python older than 3.10 the bridge never reports ready: it prints one line o
 line as its one warning.
 """
 
-from .entryguard import require_supported_python
+if __name__ == "__main__":  # `python3 -m qmem.bridge`: nothing more from the working directory (see qmem/entryguard.py)
+    from .entryguard import drop_working_directory
+
+    drop_working_directory()
+
+from .entryguard import require_supported_python  # noqa: E402
 
 require_supported_python(" (set QMEM_PYTHON)")
 
@@ -69,11 +76,12 @@ from pathlib import Path  # noqa: E402
 from typing import Any, BinaryIO  # noqa: E402
 
 from . import __version__  # noqa: E402
+from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .hosts.identity import HostEvidence, identify_host  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
-from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key  # noqa: E402
+from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key, read_lines  # noqa: E402
 
 __all__ = []
 
@@ -181,12 +189,14 @@ class Bridge:
     def serve(self) -> None:
         """Answer requests until stdin ends or ``shutdown``; every request read is answered once."""
         self.send({"event": "ready", "version": __version__, "pid": os.getpid()})
-        for raw in self._in:
+        for raw in read_lines(self._in):
             if self._closing.is_set():
                 break
-            if not raw.strip():
+            if not isinstance(raw, UnreadableLine) and not raw.strip():
                 continue
             try:
+                if isinstance(raw, UnreadableLine):  # over the line limit (16 MiB), read in bounded memory
+                    raise raw
                 message = decode_line(raw)
             except UnreadableLine as unreadable:
                 self.warnings.warn("bridge_protocol")
@@ -315,7 +325,10 @@ class Bridge:
                 self.session = None
             if self.session is None:
                 params = start or {}
-                host = identify_host(HostEvidence.from_session_start(params), self._env)
+                evidence = HostEvidence.from_session_start(params)
+                host = identify_host(evidence, self._env)
+                if host is None and start is not None:  # a true conflict: the user's QMEM_HOST / recall.host settles it
+                    host = identify_host(evidence, self._env, recall_host(self._env))
                 cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else self._env.get("HOME") or "/"
                 self.session = PluginSession(host=host if start is not None else None, cwd=Path(cwd),
                                              env=dict(self._env), warnings=self.warnings)
@@ -342,6 +355,12 @@ class Bridge:
 
             return recall_patch(messages, out)
         if method == "before_agent_start":
+            if isinstance(params.get("prompt"), str):  # the first event with the prompt: recall gets ready now,
+                # on its own thread: loading the lane must not hold up this answer (pi waits for it)
+                threading.Thread(target=session.start_recall, args=(params["prompt"],), daemon=True,
+                                 kwargs={"rlm_depth": params.get("rlmDepth"), "warm_only": True,
+                                         "depth_given": params.get("depthGiven") is True},
+                                 name="qmem-recall-start").start()
             active = params.get("activeTools")
             addition = session.system_prompt_addition(active if isinstance(active, list) else None)
             return {"append": addition}

@@ -26,7 +26,6 @@ Promises:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -38,7 +37,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
-from .files.atomicfile import write_atomic
 from .files.configfile import read_config_file
 from .files.smallfile import OversizedNumber
 
@@ -83,6 +81,7 @@ class RecallConfig:
     limit: int = 6
     max_chars: int = 8000
     timeout_ms: int = 3000
+    wait_ms: int = 800  # the most one LLM request waits for automatic recall; the rest runs in the background
     project: str | None = None
     host: str | None = None  # for the MCP server and Hermes: whose curated memories to use (QMEM_HOST wins)
 
@@ -163,6 +162,7 @@ _RECALL_KEYS: dict[str, _Key] = {
     "limit": _Key("limit", "int", minimum=1, maximum=50),
     "maxChars": _Key("max_chars", "int", minimum=1_000, maximum=200_000),
     "timeoutMs": _Key("timeout_ms", "int", minimum=1, maximum=600_000),
+    "waitMs": _Key("wait_ms", "int", minimum=1, maximum=600_000),
     "project": _Key("project", "str", nullable=True, pattern=_NAME),
     "host": _Key("host", "choice", nullable=True, choices=HOST_LANES),
 }
@@ -246,6 +246,8 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 def _check_host(host: str, name: str) -> None:
     """A host name that resolvers accept: an IP literal, or IDNA-encodable labels of 1–63 characters."""
+    import ipaddress  # here: only a config that names a host validates one
+
     try:
         ipaddress.ip_address(host)
         return
@@ -497,6 +499,8 @@ def save_config(document: Mapping[str, Any], env: Mapping[str, str] | None = Non
     config = parse_config(dict(document))
     path = config_path(env)
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    from .files.atomicfile import write_atomic  # here: tempfile and shutil only for a process that writes
+
     try:
         write_atomic(path, data, mode=0o600)
     except OSError as exc:

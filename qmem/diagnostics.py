@@ -23,9 +23,10 @@ SENTENCES: dict[str, str] = {
     "cancellation": "qmem: memory recall was cancelled for this turn.",
     "formatting": "qmem: recalled memories could not be formatted and were left out.",
     "cache": "qmem: the recall cache failed; memories will be fetched again.",
-    # Said on pi or Prime when identity is ambiguous, and on Hermes or an MCP client with no lane named.
-    "host": "qmem: no recall lane is known for this host (pi or Prime is identified by itself; elsewhere set "
-            "recall.host or QMEM_HOST); automatic recall is off.",
+    # Said on pi or Prime when identity is ambiguous, and on Hermes or an MCP client with no lane named:
+    # in each, QMEM_HOST (or recall.host) names the lane (on pi and Prime it settles a true conflict).
+    "host": "qmem: no recall lane is known for this host; automatic recall is off (set QMEM_HOST=pi or "
+            "QMEM_HOST=prime where the host starts, or recall.host in the config file).",
     "configuration": "qmem: the configuration is invalid; run `python3 -m qmem.local doctor` for details.",
     "recall_not_configured": "qmem: memory recall is not configured (write recall.qdrantUrl and "
                              "recall.embeddingsUrl in the config file to turn it on).",

@@ -2,9 +2,9 @@
 ``doctor``, host identity, session ``import``).
 
 A host's agent directory is the value of its variable when that is set (``PI_CODING_AGENT_DIR``,
-``PRIME_AGENT_CODING_AGENT_DIR``, ``HERMES_HOME``), with a leading ``~`` expanded as the hosts
-expand it, and otherwise its default under HOME (``~/.pi/agent``, ``~/.prime/agent``,
-``~/.hermes``).  pi's own ``PI_CODING_AGENT_SESSION_DIR`` follows the same rule.
+``PRIME_AGENT_CODING_AGENT_DIR``, ``HERMES_HOME``, Claude Code's ``CLAUDE_CONFIG_DIR``, Codex's
+``CODEX_HOME``), with a leading ``~`` expanded as the hosts expand it, and otherwise its default
+under HOME (``~/.pi/agent``, ``~/.prime/agent``, ``~/.hermes``, ``~/.claude``, ``~/.codex``).  pi's own ``PI_CODING_AGENT_SESSION_DIR`` follows the same rule.
 
 A relative value names a place relative to wherever the host was started, which qmem cannot
 know (the bridge runs in qmem's folder, a CLI wherever the user is): it is refused, never
@@ -27,6 +27,8 @@ _HOSTS = {
     "pi": ("PI_CODING_AGENT_DIR", (".pi", "agent")),
     "prime": ("PRIME_AGENT_CODING_AGENT_DIR", (".prime", "agent")),
     "hermes": ("HERMES_HOME", (".hermes",)),
+    "claude": ("CLAUDE_CONFIG_DIR", (".claude",)),
+    "codex": ("CODEX_HOME", (".codex",)),
 }
 SESSION_DIR_VARIABLE = "PI_CODING_AGENT_SESSION_DIR"
 

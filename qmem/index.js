@@ -407,8 +407,13 @@ export default function qmem(pi) {
     } catch {
       activeTools = null;
     }
+    // The prompt goes along: the bridge starts its recall now, before the first LLM request asks for it.
+    const h = header(ctx);
+    const depthGiven = !!h && Object.prototype.hasOwnProperty.call(h, "rlmDepth");
+    const prompt = typeof event.prompt === "string" ? event.prompt : null;
     try {
-      const result = await bridge.request("before_agent_start", { activeTools }, { timeoutMs: HOOK_TIMEOUT_MS });
+      const result = await bridge.request("before_agent_start",
+        { activeTools, prompt, rlmDepth: depthGiven ? h.rlmDepth : null, depthGiven }, { timeoutMs: HOOK_TIMEOUT_MS });
       if (result && result.append) return { systemPrompt: event.systemPrompt + "\n\n" + result.append };
     } catch {
       // no rules block this time; the agent goes on

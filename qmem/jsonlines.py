@@ -12,6 +12,10 @@ Promises:
   than the parse) or that is not JSON raises UnreadableLine,
   carrying the top-level members that could still be read, so the caller can answer the
   request's own id.
+* **A line is bounded** (:data:`LINE_LIMIT`, 16 MiB, far above any real message):
+  :func:`read_lines` reads in 64 KiB pieces and never holds more than the limit; a longer
+  line is read to its end and dropped, and stands as an UnreadableLine (:data:`TOO_LONG`)
+  carrying the top-level members readable in its first 4 KiB, so the answer can carry its id.
 * **Ids** are strings or integers written without fraction or exponent (:func:`is_request_id`);
   ``true``, ``1.0``, ``null``, lists and objects are not ids.  :func:`id_key` compares them by
   JSON type and value, so ``"1"``, ``1`` and ``true`` never match one another.
@@ -28,13 +32,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from json.decoder import scanstring
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "UnreadableLine", "decode_line", "echoable_id", "encode_line", "id_key", "is_request_id",
-    "without_lone_surrogates", "LONE_SURROGATE",
+    "without_lone_surrogates", "LONE_SURROGATE", "read_lines", "TOO_LONG",
 ]
 
 #: A code point UTF-8 cannot encode: a surrogate not paired up into a character.
@@ -77,6 +82,13 @@ UNREAD: Any = _Unread()
 NOT_JSON = "the line is not JSON"
 TOO_DEEP = "the line is nested too deeply"
 
+#: The longest line read, newline included: far above any real message (a store's text is
+#: bounded well below it), low enough that reading one costs little memory.
+LINE_LIMIT = 16 * 1024 * 1024
+TOO_LONG = f"the line is longer than the limit of 16 MiB ({LINE_LIMIT} bytes)"
+_PIECE = 64 * 1024
+_HEAD = 4096  # of an over-long line: where its id is looked for
+
 
 class _NonFinite(ValueError):
     pass
@@ -114,6 +126,34 @@ def decode_line(raw: bytes) -> Any:
         raise UnreadableLine(NOT_JSON, read_members(text)) from None
 
 
+def read_lines(stream: BinaryIO, limit: int = LINE_LIMIT) -> Iterator[bytes | UnreadableLine]:
+    """Each line of ``stream``, or an UnreadableLine (:data:`TOO_LONG`) for one over ``limit`` bytes.
+
+    Memory stays under ``limit`` plus a piece, whatever the peer sends: an over-long line is
+    read on to its end in pieces that are dropped as they come.
+    """
+    while True:
+        piece = stream.readline(_PIECE)
+        if not piece:
+            return
+        if piece.endswith(b"\n"):
+            yield piece  # the common case: one piece, no copy
+            continue
+        pieces, size = [piece], len(piece)
+        while piece and not piece.endswith(b"\n") and size <= limit:
+            piece = stream.readline(_PIECE)
+            pieces.append(piece)
+            size += len(piece)
+        if size <= limit:
+            yield b"".join(pieces)
+            continue
+        head = pieces[0][:_HEAD].decode("utf-8", errors="replace")
+        pieces.clear()
+        while piece and not piece.endswith(b"\n"):  # to the end of the line, keeping nothing
+            piece = stream.readline(_PIECE)
+        yield UnreadableLine(TOO_LONG, read_members(head, partial=True))
+
+
 _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
@@ -132,44 +172,49 @@ def _skip_nested(text: str, start: int) -> int:
     raise ValueError("unclosed")
 
 
-def read_members(text: str) -> dict[str, Any] | None:
+def read_members(text: str, *, partial: bool = False) -> dict[str, Any] | None:
     """The top-level members of a line shaped like one object, without parsing nested values.
 
     What lets an error answer carry the id of a request too deep (or otherwise unfit) to
     parse; None if the line is not shaped like an object or a top-level value is unreadable.
+    With ``partial`` (the head of a line cut short) the members read whole before the text
+    stops making sense, or ends, are the answer.
     """
     members: dict[str, Any] = {}
+    cut = None
     try:
         index = _SPACE.match(text, 0).end()
         if text[index:index + 1] != "{":
             return None
+        cut = members if partial else None
         index = _SPACE.match(text, index + 1).end()
         if text[index:index + 1] == "}":
             index += 1
         else:
             while True:
                 if text[index:index + 1] != '"':
-                    return None
+                    return cut
                 key, index = scanstring(text, index + 1)
                 index = _SPACE.match(text, index).end()
                 if text[index:index + 1] != ":":
-                    return None
+                    return cut
                 index = _SPACE.match(text, index + 1).end()
                 if text[index:index + 1] in ("[", "{"):
                     index = _skip_nested(text, index)
-                    members[key] = UNREAD
+                    value = UNREAD
                 else:
-                    members[key], index = _SKIM.raw_decode(text, index)
+                    value, index = _SKIM.raw_decode(text, index)
                 index = _SPACE.match(text, index).end()
                 separator = text[index:index + 1]
+                if separator not in (",", "}"):  # also a value the cut may have shortened
+                    return cut
+                members[key] = value
                 index = _SPACE.match(text, index + 1).end()
                 if separator == "}":
                     break
-                if separator != ",":
-                    return None
-        return members if _SPACE.match(text, index).end() == len(text) else None
+        return members if _SPACE.match(text, index).end() == len(text) else cut
     except (ValueError, RecursionError):
-        return None
+        return cut
 
 
 def is_request_id(value: Any) -> bool:

@@ -1,8 +1,9 @@
 """``python3 -m qmem.local``: the offline CLI over the local index and the outbox, and the setup commands.
 
-Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store`` work with no server at
-all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
-checks the whole setup; ``install`` / ``uninstall`` put qmem into (or take it out of) pi,
+Subcommands: ``status``, ``import``, ``find``, ``queue``, ``store``, ``forget`` work with no
+server at all; ``flush``, ``enrich``, ``pull`` and ``breaker`` talk to the Memory Gateway; ``doctor``
+checks the whole setup; ``recall-log`` shows what automatic recall did (ids and numbers only);
+``install`` / ``uninstall`` put qmem into (or take it out of) pi,
 Prime or Hermes; ``mcp-config`` prints a ready MCP server entry.  Every subcommand takes
 ``--json`` (one JSON document on stdout, an error included).
 
@@ -35,11 +36,13 @@ from .cli.frontend import (  # noqa: E402
     to_json_text, undecodable_argument, wants_json,
 )
 from .cli.localargs import PROG, STORE_FLUSH_BUDGET_S, build_parser  # noqa: E402
-from .cli.localrender import render_find, render_import, render_queue, render_retried, render_status  # noqa: E402
+from .cli.localrender import (  # noqa: E402
+    render_find, render_forget, render_import, render_queue, render_recall_log, render_retried, render_status,
+)
 from .clients.progressline import ProgressLine, set_wait_observer  # noqa: E402
 from .errors import InputError, QmemError  # noqa: E402
+from .records import QUEUE_LIMIT  # noqa: E402
 from .localdb.lexical import query_terms  # noqa: E402
-from .localdb.outbox import QUEUE_LIMIT  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 
 __all__ = ["run", "main"]
@@ -78,9 +81,7 @@ def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
         report = SessionImporter(rt.index).run(roots, progress=progress)
     finally:
         progress.finish()
-    from .setup.doctor import session_root_found
-
-    looked = [{"label": root.label, "host": root.host, "found": session_root_found(root)} for root in roots]
+    looked = [{"label": root.label, "host": root.host, "found": root.found()} for root in roots]
     return {**report.to_json(), "looked_in": looked}, render_import(report, looked)
 
 
@@ -103,8 +104,13 @@ def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
         raise UsageError("record ids go with retry: queue retry ID…")
     if args.all and args.limit is not None:
         raise UsageError("--limit and --all do not go together")
-    report = rt.outbox.report(limit=None if args.all else args.limit or QUEUE_LIMIT)
+    report = rt.index.queue_report(limit=None if args.all else args.limit or QUEUE_LIMIT)
     return report.to_json(), render_queue(report)
+
+
+def _cmd_forget(rt: Runtime, args: Any) -> tuple[Any, str]:
+    report = rt.outbox.forget(args.ids, dry_run=args.dry_run)
+    return report.to_json(), render_forget(report)
 
 
 def _read_text_argument(value: str) -> str:
@@ -243,6 +249,9 @@ def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
     return snap, text
 
 
+PLUGIN_HOSTS = ("claude", "codex")  # installed as a plugin by the host's own commands (qmem/setup/plugininstall.py)
+
+
 # -- setup commands: they need no valid configuration, so they run without a Runtime, and
 #    their modules are imported only when used (they are not on any host's hot path).
 
@@ -258,7 +267,24 @@ def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
     return diagnosis.document, text
 
 
+def _cmd_recall_log(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    # No Runtime: the log's place depends on the environment alone, so it reads even with a broken config.
+    from .config import resolve_paths
+    from .recalllog import LOG_NAME, MAX_BYTES, RecallLog
+
+    entries = RecallLog.in_directory(resolve_paths(None, env).data_dir).read_entries(args.limit)
+    document = {"entries": entries, "count": len(entries), "file": LOG_NAME, "max_bytes": MAX_BYTES}
+    return document, render_recall_log(entries, LOG_NAME)
+
+
 def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:  # Claude Code, Codex: the plugin, through the host's own commands
+        from .setup.plugininstall import install_plugin
+
+        if args.copy:
+            raise UsageError(f"install {args.host} has no --copy: the host copies the plugin itself")
+        plugin = install_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.install(args.host, env, copy=args.copy)
@@ -266,6 +292,11 @@ def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
 
 
 def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+    if args.host in PLUGIN_HOSTS:
+        from .setup.plugininstall import uninstall_plugin
+
+        plugin = uninstall_plugin(args.host, env)
+        return plugin.to_json(), plugin.describe()
     from .setup import install
 
     result = install.uninstall(args.host, env)
@@ -286,6 +317,7 @@ _COMMANDS = {
     "find": _cmd_find,
     "queue": _cmd_queue,
     "store": _cmd_store,
+    "forget": _cmd_forget,
     "flush": _cmd_flush,
     "enrich": _cmd_enrich,
     "pull": _cmd_pull,
@@ -294,6 +326,7 @@ _COMMANDS = {
 
 _SETUP_COMMANDS = {
     "doctor": _cmd_doctor,
+    "recall-log": _cmd_recall_log,
     "install": _cmd_install,
     "uninstall": _cmd_uninstall,
     "mcp-config": _cmd_mcp_config,
@@ -309,7 +342,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
     if bad is not None:
         return error_outcome(EXIT_ERROR, "input", bad, as_json=as_json)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     except HelpRequested as help_text:
         return Outcome(stdout=str(help_text))
     except UsageError as exc:

@@ -33,9 +33,10 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
+from .records import QUEUE_LIMIT
 from .localdb import rows as indexrows
 from .localdb.file import IndexFile
 from .localdb.record import (
@@ -44,7 +45,22 @@ from .localdb.record import (
 from .localdb.rows import RECORD_COLUMNS_SQL, row_to_record
 from .localdb.search import FindResult, find_terms, ranked
 
-__all__ = ["LocalIndex", "IndexStatus", "ImportedFile"]
+__all__ = ["LocalIndex", "IndexStatus", "ImportedFile", "QueueReport"]
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
+    that the list was cut."""
+
+    counts: dict[str, int]
+    records: tuple[Record, ...]
+    limit: int | None = QUEUE_LIMIT
+    more: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
+                "records": [record.to_json() for record in self.records]}
 
 
 @dataclass(frozen=True)
@@ -91,14 +107,25 @@ class ImportedFile:
     tail: str  # digest of the bytes just before ``offset`` ('' when an older qmem saved the state)
 
 
-#: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
-Calls = Mapping[str, tuple[str, dict[str, Any]]]
+if TYPE_CHECKING:
+    #: Calls read from a session file whose results were not written yet: ``{call id: (tool, arguments)}``.
+    Calls = Mapping[str, tuple[str, dict[str, Any]]]
 
 #: Whether a record's expiry has passed, as SQL over ``records AS r``: the one test behind
 #: find, meta and status.  Expiries are stored in one form that julianday() reads
 #: (:func:`qmem.localdb.record.stored_time`); one that is no time at all (NULL here) never passes.
 _EXPIRED = "julianday(r.expires_at) <= julianday('now')"
 _NOT_EXPIRED = f"({_EXPIRED}) IS NOT 1"
+
+
+#: Pages a status probe writes: a little more than one store writes (8 pages on a small index).
+PROBE_PAGES = 12
+
+
+def _probe_write(conn: sqlite3.Connection) -> None:
+    """About a store's worth of pages written (and then rolled back): one meta row's overflow."""
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('write-probe', zeroblob(?))",
+                 (PROBE_PAGES * 4096,))
 
 
 class LocalIndex(IndexFile):
@@ -244,12 +271,15 @@ class LocalIndex(IndexFile):
             queue = indexrows.queue_counts(conn)
             files = one("SELECT count(*) FROM import_files")
             version = one("PRAGMA user_version")
+        # What a store would do, not what the open found: a file that opened writable on a full
+        # disk (its -shm and -wal already there) still refuses a write.
+        reason = self.write_would_fail(_probe_write)
         return IndexStatus(
             schema_version=version, records=total, full_text=total - partial, partial_text=partial,
             hidden=hidden, duplicate_texts=dup[0], duplicate_records=dup[1],
             newest_learned_created_at=newest[0] if newest else None,
             lag_seconds=round(max(newest[1], 0.0), 1) if newest else None,
-            queue=queue, import_files=files, read_only=self.read_only, read_only_reason=self.read_only_reason,
+            queue=queue, import_files=files, read_only=reason is not None, read_only_reason=reason,
         )
 
     def enrich_candidates(self, *, everything: bool = False) -> list[str]:
@@ -383,6 +413,13 @@ class LocalIndex(IndexFile):
         with self.reading() as conn:
             return indexrows.queue_counts(conn)
 
+    def queue_report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
+        """Counts by state and the most recent rows (failed and pending first), at most ``limit``
+        of them (None: all): what ``queue`` shows, read without the outbox's writer."""
+        rows = self.queue_records(None if limit is None else limit + 1)
+        more = limit is not None and len(rows) > limit
+        return QueueReport(counts=self.queue_counts(), records=rows[:limit] if more else rows, limit=limit, more=more)
+
     def queue_records(self, limit: int | None) -> tuple[Record, ...]:
         """Up to ``limit`` outbox rows (None: all): failed, pending, duplicate, then synced; newest
         first in each."""
@@ -424,30 +461,36 @@ class LocalIndex(IndexFile):
                              f"AND local_id IN ({', '.join('?' * len(chunk))}){held}",
                              (*chunk, *([] if token is None else [token])))
 
-    def adopt_held(self, local_id: str, token: str, gateway_id: str | None,
+    def renew_claims(self, local_ids: Iterable[str], *, token: str, until: float) -> None:
+        """Extend to ``until`` the claims ``token`` still holds on these pending rows."""
+        wanted = list(local_ids)
+        with self.transaction() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                conn.execute(f"UPDATE records SET claim_until = ? WHERE state = 'pending' AND claim_token = ? "
+                             f"AND local_id IN ({', '.join('?' * len(chunk))})", (until, token, *chunk))
+
+    def adopt_held(self, local_id: str, token: str, gateway_record: Mapping[str, Any] | None,
                    learned: Iterable[Observation]) -> bool:
-        """The gateway accepted, as ``gateway_id``, the pending row ``token`` holds (written ahead
-        of its own send): the row leaves the outbox, every reference to its local id follows the
-        gateway id, and ``learned`` (the gateway's answer, and the target a correction marks) is
-        merged exactly as a store that was never queued merges it, all in one transaction.
-        False, and nothing changes, when ``token`` no longer holds the row (a flush took it
-        over and records what the gateway said).  ``gateway_id`` None: the answer named no
-        usable id, and the row only leaves (a target it marked is current again).
+        """The gateway accepted, as ``gateway_record``, the pending row ``token`` holds (written
+        ahead of its own send): the row becomes a synced outbox row exactly as a flush leaves one
+        (:meth:`record_outcomes`: it adopts the gateway id, every reference to its local id
+        follows, a correction's target is marked), so ``queue`` and ``status`` count it as synced;
+        ``learned`` (a target's mark, as the store saw it) is merged, all in one transaction.
+        False, and nothing changes, when ``token`` no longer holds the row (a flush took it over
+        and records what the gateway said).  ``gateway_record`` None: the answer named no usable
+        id, and the row only leaves (a target it marked is current again).
         """
         now = utc_now()
         with self.transaction() as conn:
             if not indexrows.is_held(conn, local_id, token):
                 return False
-            # A correction queued against this row while it was in flight marked it: the mark moves
-            # to the gateway's record, as a flush would move it (see indexrows.adopt_gateway_ids).
-            mark = conn.execute("SELECT superseded_by, supersede_reason FROM records WHERE local_id = ?",
-                                (local_id,)).fetchone()
-            indexrows.remove_queued(conn, local_id, gateway_id)
+            if gateway_record is None:
+                indexrows.remove_queued(conn, local_id, None)
+            else:
+                indexrows.adopt_gateway_ids(conn, [Outcome.synced(local_id, gateway_record)])
             for obs in learned:
                 indexrows.learn_observation(conn, obs, now)
-            if gateway_id is not None and mark[0] is not None:
-                conn.execute("UPDATE records SET superseded_by = ?, supersede_reason = coalesce(supersede_reason, ?) "
-                             "WHERE id = ? AND superseded_by IS NULL", (*mark, gateway_id))
             return True
 
     def discard_held(self, local_id: str, token: str) -> bool:
@@ -459,6 +502,41 @@ class LocalIndex(IndexFile):
                 return False
             indexrows.remove_queued(conn, local_id, None)
             return True
+
+    def forget(self, record_ids: Iterable[str], *, dry_run: bool, now: float,
+               holder_is_gone: Callable[[str], bool]) -> tuple[Record, ...]:
+        """Remove the rows named (by gateway or local id) for good, and return them as they were;
+        with ``dry_run`` only return them.  An outbox row goes with its queue entry (a target its
+        correction marked is current again); the freed pages are overwritten and the full-text
+        index is merged, so no word of a forgotten row stays in the file.
+
+        InputError naming the first id that is not in the index, or whose outbox row another live
+        qmem process is sending right now, and nothing changes.
+        """
+        with self.transaction() as conn:
+            rows: list[Record] = []
+            for record_id in dict.fromkeys(record_ids):
+                storable_text(record_id, "the record id")
+                found = indexrows.forget_candidate(conn, record_id)
+                if found is None:
+                    raise InputError(f"{record_id} is not in the local index (`find` and `queue` list its records)")
+                record, token, until = found
+                if record.pending and token is not None and until is not None and until >= now \
+                        and not holder_is_gone(token):
+                    raise InputError(f"{record_id} is being sent by another qmem process right now: run forget "
+                                     f"again when it is done (then it is either still queued or shared)")
+                rows.append(record)
+            if dry_run:
+                return tuple(rows)
+            secure = conn.execute("PRAGMA secure_delete").fetchone()[0]
+            conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable
+            try:
+                for record in rows:
+                    indexrows.forget_row(conn, record)
+                indexrows.purge_deleted_text(conn)
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(secure)}")
+            return tuple(rows)
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id}`` for those of ``record_ids`` that a pending correction supersedes."""

@@ -18,9 +18,18 @@ Promises (seed 000 is the specification; DESIGN §5, §7, §8):
   messages: a new list without earlier qmem recall messages (custom type
   :data:`RECALL_CUSTOM_TYPE`) plus at most one fresh block; the input is never mutated.
   :meth:`Recall.auto_recall` gives the same block alone, for a host that places it itself.
-  Results are cached per (host, project, prompt), so a prompt costs one embedding and at
-  most two searches however many tool-loop turns follow — failures are cached too.  A
-  per-turn time budget bounds the work; cancellation is honoured between steps.
+  Results are kept per (host, project, prompt), so a prompt costs one embedding and one
+  search per lane however many tool-loop turns follow — failures are kept too.
+* **Never holds up a turn.**  A prompt's recall runs in the background (:meth:`Recall.start`,
+  at the first host event that surely carries the prompt, else at its first request), bounded by
+  ``recall.timeoutMs``: one embedding, then the two lane searches at once.  The requests of a
+  prompt together wait at most ``recall.waitMs`` for it (name resolution and connecting
+  happen in the background too); a request that stops waiting goes on without a block and
+  without a word in the context, and the block, once ready, joins the next request of the
+  same prompt.  A new prompt never gets an older prompt's block: blocks are keyed by prompt.
+  A call slower than ``waitMs`` counts toward its service's breaker like a failure, so a
+  service that answers too late to help stops being asked.  Each recall's outcome goes to
+  the recall log (:mod:`qmem.recalllog`, ids and numbers only).
 * **Fail-open**: no failure aborts the turn or reaches the model's context.  The first
   failure of each category produces a fixed, redacted warning; repeats are silent.
   Breakers on Qdrant and on the embeddings service make a dead service cost ~0 ms.
@@ -40,18 +49,21 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .breaker import Breaker
 from .clients.embeddings import EmbeddingError, EmbeddingsClient
 from .clients.qdrant import CollectionInfo, QdrantError, ReadOnlyQdrant, ScoredPoint
 from .config import RecallConfig, credential_variable
 from .diagnostics import SENTENCES
 from .errors import InputError, QmemError
 from .fence.memorycontext import Excerpt, render_block, unique_excerpts
+from .hosts.recalljobs import RecallJob, run_together
 from .hosts.recallservices import RecallServices
+from .recalllog import entry as recall_log_entry
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
 
 __all__ = ["Recall", "recall_patch", "MAX_PROMPT_CHARS"]
@@ -74,7 +86,16 @@ _MAX_TAGS = 32
 
 
 class RecallError(QmemError):
-    """A recall failure; ``category`` is one of the warning categories."""
+    """A recall failure; ``category`` is one of the warning categories, or ``breaker_open``
+    (nothing was sent), whose ``warning`` names the service that is down."""
+
+    def __init__(self, message: str, *, category: str, warning: str | None = None) -> None:
+        super().__init__(message, category=category)
+        self.warning = warning or (category if category in SENTENCES else "retrieval")
+
+
+def _late() -> RecallError:
+    return RecallError("out of time", category="timeout")
 
 
 # --- gating, project, filters, eligibility (pure) ------------------------------------------
@@ -248,39 +269,63 @@ class Recall:
         self.settings = RecallSettings(host=host if host in HOSTS else None,
                                        project=current_project(cwd or Path.cwd(), cfg.project), config=cfg)
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
+        self._jobs: OrderedDict[tuple[str, str, str], RecallJob] = OrderedDict()
+        self._closed = threading.Event()  # ends every background recall
         self._qdrant: ReadOnlyQdrant | None = None
         self._embeddings: EmbeddingsClient | None = None
+        self._qdrant_breaker: Breaker | None = None
         self._collection: CollectionInfo | None = None
         self.upstream_calls = {"embedding": 0, "search": 0}  # for tests and benchmarks
 
     def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            job.superseded = True
+            self._settle(job)
         for client in (self._qdrant, self._embeddings):
             if client is not None:
                 client.close()
+
+    def wait_background(self, timeout: float) -> bool:
+        """For shutdown and tests: wait until every background recall has ended; True if they did."""
+        until = time.monotonic() + timeout
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return all(job.done.wait(max(until - time.monotonic(), 0)) for job in jobs)
 
     # -- clients, built on first use
 
     def _clients(self) -> tuple[ReadOnlyQdrant, EmbeddingsClient]:
         cfg = self.settings.config
         timeout = cfg.timeout_ms / 1000
+        slow = cfg.wait_ms / 1000  # a call slower than a request may wait counts toward its breaker
         assert cfg.qdrant_url is not None and cfg.embeddings_url is not None  # search() checked
-        if self._qdrant is None:
-            self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
-                                          api_key=self.services.credential("qdrant"),
-                                          search_endpoint=cfg.search_endpoint, timeout_s=timeout,
-                                          breaker=self.services.breaker_for(cfg.qdrant_url))
-        if self._embeddings is None:
-            self._embeddings = EmbeddingsClient(cfg.embeddings_url, cfg.embedding_model,
-                                                api_key=self.services.credential("embedding"),
-                                                timeout_s=timeout,
-                                                breaker=self.services.breaker_for(cfg.embeddings_url))
-        return self._qdrant, self._embeddings
+        with self._lock:  # two background recalls may start at once
+            if self._qdrant is None:
+                self._qdrant_breaker = self.services.breaker_for(cfg.qdrant_url)
+                self._qdrant = ReadOnlyQdrant(cfg.qdrant_url, cfg.collection,
+                                              api_key=self.services.credential("qdrant"),
+                                              search_endpoint=cfg.search_endpoint, timeout_s=timeout,
+                                              breaker=self._qdrant_breaker, slow_s=slow)
+            if self._embeddings is None:
+                self._embeddings = EmbeddingsClient(cfg.embeddings_url, cfg.embedding_model,
+                                                    api_key=self.services.credential("embedding"),
+                                                    timeout_s=timeout, slow_s=slow,
+                                                    breaker=self.services.breaker_for(cfg.embeddings_url))
+            return self._qdrant, self._embeddings
 
     # -- the pipeline
 
     def search(self, query: str, *, limit: int, cancel: threading.Event | None = None) -> list[Excerpt]:
         """Embed ``query``, search both lanes, keep only eligible points.  Raises RecallError."""
+        return self._search_lanes(query, limit=limit, cancel=cancel)[0]
+
+    def _search_lanes(self, query: str, *, limit: int,
+                      cancel: threading.Event | None = None) -> tuple[list[Excerpt], dict[str, int]]:
+        """(excerpts, eligible hits per lane).  One embedding, then the two lane searches at once
+        (on the first prompt the collection's description is asked for beside them)."""
         host = self.settings.host
         if not self.settings.config.configured:
             raise RecallError("recall is not configured", category="recall_not_configured")
@@ -298,63 +343,126 @@ class Recall:
                 raise RecallError("out of time", category="timeout")
             return left
 
+        project = self.settings.project
         try:
             qdrant, embeddings = self._clients()
+            assert self._qdrant_breaker is not None
+            state = self._qdrant_breaker.snapshot()["state"]
+            if state == "open":  # no embedding for a search that cannot run
+                raise RecallError("Qdrant is marked unreachable (circuit breaker open)", category="breaker_open",
+                                  warning="retrieval")
+            sequential = state != "closed"  # half-open: one call is the probe, the others wait for it
             self.upstream_calls["embedding"] += 1
             vector = embeddings.embed(query, budget=budget(), cancel=cancel)
-            if self._collection is None:
-                self._collection = qdrant.collection_info(self.settings.config.vector_name, budget=budget(),
-                                                          cancel=cancel)
-            if len(vector) != self._collection.dimension:
+            collection = self._collection
+            expected = collection.dimension if collection is not None else self.settings.config.dimension
+            if len(vector) != expected:  # before any search: a mismatch is a configuration error, not noise
                 raise RecallError("the embedding dimension differs from the collection's", category="configuration")
+            # Until the collection has answered once, the configured vector name is the guess.
+            name = collection.vector_name if collection is not None else self.settings.config.vector_name
+
+            def lane_call(lane: str, vector_name: str | None) -> Callable[[], list[ScoredPoint]]:
+                return lambda: qdrant.search(vector, query_filter=lane_filter(host, project, lane), limit=limit,
+                                             vector_name=vector_name, budget=budget(), cancel=cancel)
+
+            calls = [lane_call(lane, name) for lane in LANES]
+            if collection is None:
+                calls.append(lambda: qdrant.collection_info(self.settings.config.vector_name, budget=budget(),
+                                                            cancel=cancel))
+            self.upstream_calls["search"] += len(LANES)
+            results = run_together(calls, sequential=sequential, join_s=budget() + 1, late=_late())
+            if collection is None:
+                info, error = results.pop()
+                if error is not None:
+                    raise error
+                self._collection = collection = info
+            if len(vector) != collection.dimension:
+                raise RecallError("the embedding dimension differs from the collection's", category="configuration")
+            if collection.vector_name != name:  # a named vector the config does not name: once per session
+                self.upstream_calls["search"] += len(LANES)
+                results = run_together([lane_call(lane, collection.vector_name) for lane in LANES],
+                                       sequential=sequential, join_s=budget() + 1, late=_late())
             excerpts: list[Excerpt] = []
-            for lane in LANES:
-                query_filter = lane_filter(host, self.settings.project, lane)
-                self.upstream_calls["search"] += 1
-                points = qdrant.search(vector, query_filter=query_filter, limit=limit,
-                                       vector_name=self._collection.vector_name, budget=budget(),
-                                       cancel=cancel)
-                excerpts += [_excerpt(p, lane) for p in sorted(points, key=lambda p: -p.score)
-                             if is_eligible(p.payload, host=host, project=self.settings.project, lane=lane)]
+            searched: dict[str, int] = {}
+            for lane, (points, error) in zip(LANES, results):
+                if error is not None:
+                    raise error
+                eligible = [_excerpt(p, lane) for p in sorted(points, key=lambda p: -p.score)
+                            if is_eligible(p.payload, host=host, project=project, lane=lane)]
+                searched[lane] = len(eligible)
+                excerpts += eligible
             budget()
         except (QdrantError, EmbeddingError) as exc:
             if exc.category == "refused_key":  # which service refused: memory_search names its variable
                 raise RecallError(exc.message, category="qdrant_key" if isinstance(exc, QdrantError)
                                   else "embedding_key") from None
-            raise RecallError(exc.message, category=exc.category) from None
-        return unique_excerpts(excerpts)[:limit]
+            raise RecallError(exc.message, category=exc.category,
+                              warning="embedding" if isinstance(exc, EmbeddingError) and exc.category == "breaker_open"
+                              else None) from None
+        return unique_excerpts(excerpts)[:limit], searched
 
     def block_for(self, query: str, *, limit: int, cancel: threading.Event | None = None) -> str | None:
         """The rendered block for ``query`` (None when nothing eligible was found)."""
-        excerpts = self.search(query, limit=limit, cancel=cancel)
+        return self._render(self.search(query, limit=limit, cancel=cancel))
+
+    def _render(self, excerpts: list[Excerpt]) -> str | None:
         try:
             return render_block(excerpts, max_chars=self.settings.config.max_chars)
         except Exception as exc:  # rendering is pure; a failure here is a bug, reported as "formatting"
             raise RecallError(f"formatting failed ({exc.__class__.__name__})", category="formatting") from None
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
-                cancel: threading.Event | None = None) -> list[Any]:
-        """The host's context hook: the messages for this LLM call, with at most one recall block."""
+                cancel: threading.Event | None = None, began: float | None = None) -> list[Any]:
+        """The host's context hook: the messages for this LLM call, with at most one recall block.
+        ``began``: when the request started waiting (``time.monotonic()``), if before this call."""
         try:
             if not self._allowed(rlm_depth, depth_given):
                 return without_recall(messages)
             prompt = prompt_of(messages)
-            return with_recall(messages, None if prompt is None else self._recalled(prompt, cancel))
+            return with_recall(messages, None if prompt is None else self._recalled(prompt, cancel, began))
         except Exception:  # fail open: whatever happened, the turn goes on without memory
             self.services.warnings.warn("retrieval")
             return without_recall(messages) if isinstance(messages, (list, tuple)) else list(messages or [])
 
     def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
-                    cancel: threading.Event | None = None) -> str | None:
+                    cancel: threading.Event | None = None, began: float | None = None) -> str | None:
         """Automatic recall for a host that places the block itself: the block for ``prompt``,
         or None (nothing to add).  The same gate, cache and warnings as :meth:`context`; never raises."""
         try:
             if not self._allowed(rlm_depth, depth_given) or prompt is None:
                 return None
-            return self._recalled(prompt, cancel)
+            return self._recalled(prompt, cancel, began)
         except Exception:  # fail open, as context() does
             self.services.warnings.warn("retrieval")
             return None
+
+    def start(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+              warm_only: bool = False) -> None:
+        """Begin the automatic recall of ``prompt`` in the background, at the first host event
+        that carries it, so the prompt's first LLM request waits as little as possible.  The
+        same gate as :meth:`context`; never raises, never waits.
+
+        ``warm_only``: the event's text may never become the request's prompt (Prime runs
+        ``before_agent_start`` for a sub-agent's completion notice too, which reaches the model
+        as a custom message): do what costs nothing upstream — load the credential scanner and
+        scan the text, build the clients — and leave the embedding to the request."""
+        try:
+            text = prompt.strip()[:MAX_PROMPT_CHARS] if isinstance(prompt, str) else ""
+            if not text or not self._allowed(rlm_depth, depth_given):
+                return
+            if warm_only:
+                threading.Thread(target=self._warm, args=(text,), name="qmem-recall-warm", daemon=True).start()
+            else:
+                self._job(text)  # the key prompt_of() gives the same prompt in the context hook
+        except Exception:
+            self.services.warnings.warn("retrieval")
+
+    def _warm(self, text: str) -> None:
+        try:
+            self._clients()
+            _sendable(text)  # the scanner's first use loads it: the request's recall starts without that
+        except Exception:
+            pass  # only a head start: the request's own recall says what is wrong
 
     def _allowed(self, rlm_depth: object, depth_given: bool) -> bool:
         """Whether automatic recall runs for this call (warns once when the host is in doubt)."""
@@ -365,31 +473,98 @@ class Recall:
             self.services.warnings.warn(warning)
         return allowed
 
-    def _recalled(self, prompt: str, cancel: threading.Event | None) -> str | None:
-        """The block for ``prompt``, cached per (host, project, prompt); failures warn and give None."""
+    # -- background recall and the wait budget
+
+    def _job(self, prompt: str) -> RecallJob:
+        """The job of ``prompt``, started now if there is none (one per (host, project, prompt))."""
         key = (self.settings.host or "", self.settings.project, prompt)
+        evicted: list[RecallJob] = []
         with self._lock:
-            cached = key in self._cache
-            block = self._cache.get(key)
-            if cached:
-                self._cache.move_to_end(key)
-        if cached:
-            return block
-        if not _sendable(prompt):
-            block = None  # cached like any answer: the prompt is scanned once, not on every tool-loop turn
-        else:
-            try:
-                block = self.block_for(prompt, limit=self.settings.config.limit, cancel=cancel)
-            except RecallError as exc:
-                self.services.warnings.warn(exc.category if exc.category in SENTENCES else "retrieval")
-                if exc.category == "cancellation":
-                    return None  # not cached: the next call may try again
-                block = None
+            job = self._jobs.get(key)
+            if job is not None:
+                self._jobs.move_to_end(key)
+                return job
+            for other in self._jobs.values():
+                other.superseded = True  # a new prompt: the older ones get no further request
+            job = self._jobs[key] = RecallJob(wait_left=self.settings.config.wait_ms / 1000)
+            while len(self._jobs) > CACHE_ENTRIES:
+                evicted.append(self._jobs.popitem(last=False)[1])
+            older = [other for other in self._jobs.values() if other is not job]
+        threading.Thread(target=self._run, args=(job, prompt), name="qmem-recall", daemon=True).start()
+        for other in older + evicted:
+            self._settle(other)
+        return job
+
+    def _run(self, job: RecallJob, prompt: str) -> None:
+        """The background half: the whole recall, bounded by ``recall.timeoutMs``."""
+        try:
+            if not _sendable(prompt):
+                job.outcome, job.category = "skipped", "credential"  # never sent: nothing to say either
+            else:
+                job.excerpts, job.searched = self._search_lanes(prompt, limit=self.settings.config.limit,
+                                                                cancel=self._closed)
+                job.block = self._render(job.excerpts)
+                job.outcome = "found" if job.block else "none"
+        except RecallError as exc:
+            self.services.warnings.warn(exc.warning)
+            job.block, job.category = None, exc.category
+            job.outcome = "skipped" if exc.category == "breaker_open" else "failed"
+        except Exception:  # a bug costs this prompt its recall, never the turn
+            self.services.warnings.warn("retrieval")
+            job.block, job.outcome, job.category = None, "failed", "internal"
+        finally:
+            with self._lock:
+                job.total_ms = (time.monotonic() - job.started) * 1000
+                job.finished = True
+            self._settle(job)
+            job.done.set()  # after the log line: whoever waited for the recall finds it logged
+
+    def _recalled(self, prompt: str, cancel: threading.Event | None, began: float | None = None) -> str | None:
+        """The block for ``prompt`` if it is ready within what is left of the prompt's wait budget
+        (counted from ``began``: a first request also waited for this lane to load), else None: the
+        recall goes on, and a later request of the same prompt gets its block."""
+        job = self._job(prompt)
         with self._lock:
-            self._cache[key] = block
-            while len(self._cache) > CACHE_ENTRIES:
-                self._cache.popitem(last=False)
-        return block
+            left = job.wait_left
+        began = time.monotonic() if began is None else began
+        until = began + left
+        while not job.done.is_set() and (cancel is None or not cancel.is_set()):
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                break
+            # A cancelled request stops waiting within 50 ms; the recall itself goes on.
+            job.done.wait(remaining if cancel is None else min(remaining, 0.05))
+        waited = time.monotonic() - began
+        with self._lock:
+            job.wait_left = max(job.wait_left - waited, 0.0)
+            first = job.first_wait_ms is None
+            if first:
+                job.first_wait_ms = waited * 1000
+        if not job.done.is_set():
+            self._settle(job)  # an outcome without a block (none, failed…) is known now if the recall ended
+            return None
+        self._settle(job, delivered="delivered" if first else "late")
+        return job.block
+
+    def _settle(self, job: RecallJob, *, delivered: str | None = None) -> None:
+        """Write the job's line in the recall log once its outcome is known (see :mod:`qmem.recalllog`)."""
+        log = self.services.log
+        with self._lock:
+            if job.logged or not job.finished or job.first_wait_ms is None:
+                return  # still running, or no request has asked yet: the outcome is not known
+            if job.outcome == "found":
+                if delivered is None and not job.superseded:
+                    return  # ready, and a later request of the prompt may still take it
+                outcome = delivered or "lost"
+            else:
+                outcome = job.outcome
+            job.logged = True
+        if log is None:
+            return
+        hits = [(e.id, e.lane, e.score) for e in job.excerpts] if outcome in ("delivered", "late", "lost") else []
+        log.append(recall_log_entry(host=self.settings.host, outcome=outcome, category=job.category, hits=hits,
+                                    searched=job.searched, chars=len(job.block or "") if hits else 0,
+                                    wait_ms=job.first_wait_ms or 0.0, total_ms=job.total_ms))
 
     def _refused_key_message(self, role: str) -> str:
         """What memory_search says when a service refused (401/403): which variable, set or not;
@@ -425,7 +600,6 @@ class Recall:
         except RecallError as exc:
             if exc.category in _KEY_ROLES:
                 raise RecallError(self._refused_key_message(_KEY_ROLES[exc.category]), category="credential") from None
-            category = exc.category if exc.category in SENTENCES else "retrieval"
-            raise RecallError(SENTENCES[category], category=category) from None
+            raise RecallError(SENTENCES[exc.warning], category=exc.warning) from None
         details = {"qmem": 1, "recall": [{"id": e.id, "lane": e.lane, "score": e.score} for e in excerpts]}
         return {"text": block or "No eligible memories matched.", "details": details}

@@ -22,10 +22,15 @@ from .errors import InputError
 __all__ = [
     "KINDS", "MAX_TEXT_CHARS", "NewRecord", "validate_new_record", "check_record_id", "is_local_id",
     "new_local_id", "parse_rfc3339", "canonical_time", "format_utc", "normalize_text", "check_unicode",
-    "credential_findings", "describe_credentials",
+    "credential_findings", "describe_credentials", "QUEUE_LIMIT", "QUEUED_NOT_SHARED", "RECORD_FIELDS",
 ]
 
 KINDS = ("fact", "decision", "preference", "episode")
+
+#: How many records ``queue`` lists unless told otherwise.
+QUEUE_LIMIT = 200
+#: How every answer and listing marks a record that waits in the outbox.
+QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Local ids are the outbox's Idempotency-Keys: ``local-`` + 32 hex digits (a UUID4).
 LOCAL_ID_PREFIX = "local-"
@@ -224,7 +229,8 @@ RECORD_FIELDS = ("text", "project_id", "kind", "scope", "agent_id", "source", "e
 
 
 def credential_findings(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(field, family)`` for each credential the scanner finds in a record's string fields.
+    """``(field, family)`` for each credential the scanner finds in a record's string fields, and
+    for each whole occurrence of one of qmem's own configured keys (:data:`OWN_KEY_FAMILY`).
 
     ``fields`` is a request body, a :class:`NewRecord`'s ``asdict`` or a stored row's
     values; fields outside :data:`RECORD_FIELDS` and non-strings are ignored.  The fields
@@ -242,12 +248,22 @@ def credential_findings(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
             names.append(name)
             parts.append(value)
             offset += len(value) + 2
-    from .secretscan.engine import scan  # here, not at the top: most users of records never scan (a local find)
+    from .clients.knownkeys import known_keys  # here, not at the top: most users of records never scan (a local find)
+    from .secretscan.engine import scan
 
+    text = "\n\n".join(parts)
+    spans = [(finding.start, finding.family) for finding in scan(text)]
+    # One of qmem's own configured keys, whole (or whole in an encoding), whatever its shape: shared memory
+    # must never hold it, and the local copy must never differ from what the gateway keeps.
+    spans += [(start, OWN_KEY_FAMILY) for start, _ in known_keys().whole_spans(text)]
     found: dict[tuple[str, str], None] = {}
-    for finding in scan("\n\n".join(parts)):
-        found[(names[bisect.bisect_right(starts, finding.start) - 1], finding.family)] = None
+    for start, family in sorted(spans):
+        found[(names[bisect.bisect_right(starts, start) - 1], family)] = None
     return list(found)
+
+
+#: The family a finding of one of qmem's own configured keys is reported as.
+OWN_KEY_FAMILY = "a configured qmem key"
 
 
 def describe_credentials(findings: list[tuple[str, str]]) -> str:

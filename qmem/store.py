@@ -14,7 +14,7 @@ Promises:
 * **A write is never lost and never reported as shared when it is not.**  A store is
   written ahead: queued in the outbox under a fresh local id, held by this process, before
   it goes to the gateway with that id as Idempotency-Key.  Accepted, it takes the gateway's
-  id and leaves the outbox; refused (a duplicate, a 4xx), it is dropped and the answer says
+  id and is a synced outbox record, as a flush leaves one; refused (a duplicate, a 4xx), it is dropped and the answer says
   "not stored".  If the gateway cannot be reached (breaker open, connect failure) or the
   request may have been sent but the answer was lost, it stays queued under that same key
   and the answer says plainly "queued locally, not yet shared".  A process killed
@@ -41,10 +41,11 @@ from typing import Any
 
 from .clients.gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
-from .localdb.outbox import QUEUED_NOT_SHARED, HeldWrite, UnknownLocalRecord
+from .localdb.outbox import HeldWrite, UnknownLocalRecord
 from .localdb.record import Observation, Record, observation_from_record, utc_now
 from .localdb.search import FindResult
 from .records import (
+    QUEUED_NOT_SHARED,
     KINDS, NewRecord, check_record_id, check_unicode, credential_findings, describe_credentials, is_local_id,
     new_local_id, validate_new_record,
 )
@@ -84,7 +85,13 @@ def guard_secrets(record: NewRecord) -> None:
     """Refuse a record any of whose fields carries a credential (ToolError, naming family and field)."""
     findings = credential_findings(record.to_request())
     if findings:
-        raise ToolError(f"not stored: {describe_credentials(findings)}")
+        raise ToolError(f"not stored: {describe_credentials(findings)}. {FALSE_POSITIVE_HINT}")
+
+
+#: What a refused store adds, for a text that holds no credential: how to report it without leaking it.
+FALSE_POSITIVE_HINT = ("Not a credential? Report the false positive to qmem's maintainers (an issue on its "
+                       "repository) with the family named here and a made-up value of the same shape, never the "
+                       "text itself")
 
 
 def _bool_arg(args: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -320,9 +327,10 @@ def _shared(rt: Runtime, record: NewRecord, saved: dict[str, Any], held: HeldWri
     observed = [obs for obs in learned if obs is not None]
     if held is None:
         _learn(rt, observed)
-    else:  # the row written ahead leaves the outbox; the index ends as if it had never been queued
-        gateway_id = learned[0].id if learned[0] is not None else None
-        _settle(rt, held, lambda mine: rt.outbox.record_accepted(mine, gateway_id, observed))
+    else:  # the row written ahead is synced, as a flush leaves it (counted alike everywhere)
+        gateway_record = stored if learned[0] is not None else None  # None: no usable id, the row leaves
+        marks = [obs for obs in learned[1:] if obs is not None]
+        _settle(rt, held, lambda mine: rt.outbox.record_accepted(mine, gateway_record, marks))
     if flush_soon is not None:
         flush_soon()
     verb = "Corrected" if record.supersedes_id else "Stored"

@@ -111,7 +111,7 @@ def flush(rt: Runtime, *, batch_size: int = 50, progress: Callable[[int, int], N
     deadline = None if budget_s is None else time.monotonic() + budget_s
     if deadline is not None:
         batch_size = min(batch_size, 5)  # claim little, so an early stop releases little
-    lease = gateway.lease_s(batch_size)
+    lease = gateway.lease_s(1)  # one send and 30 s to spare: renewed before a send when that spare is spent
     synced_now: dict[str, str] = {}  # local id -> gateway id, for corrections later in this run
     left: set[str] = set()  # local ids this run left pending (a record may be tried in two passes)
     waiting = False
@@ -148,16 +148,24 @@ def _send_batches(gateway: GatewayClient, outbox: Outbox, report: FlushReport, b
     returns how many records were claimed."""
     claimed = 0
     while report.stopped is None:
-        batch = outbox.claim_batch(batch_size, lease_seconds=lease)
+        claim = outbox.claim(batch_size, lease_seconds=lease)
+        batch = claim.records
         if not batch:
             return claimed
         claimed += len(batch)
+        renewed = time.monotonic()
         outcomes: list[Outcome] = []
         try:
             for record in batch:
                 if deadline is not None and time.monotonic() >= deadline:
                     report.stopped = STOPPED_BY_BUDGET
                     break
+                if time.monotonic() - renewed > RENEW_AFTER_S:  # the lease must outlast this send
+                    try:
+                        outbox.renew(claim, lease_seconds=lease)
+                        renewed = time.monotonic()
+                    except QmemError:
+                        pass  # a lapsed claim may be sent twice, under one key: the gateway keeps one record
                 outcomes.append(_send(gateway, outbox, record, synced_now, report))
                 if report.stopped is not None:
                     break
@@ -186,6 +194,13 @@ def _send_batches(gateway: GatewayClient, outbox: Outbox, report: FlushReport, b
         if all(outcome.state == "pending" for outcome in outcomes):
             return claimed  # only records that wait for others, or the gateway went away
     return claimed
+
+
+#: A flush renews its claim before a send once this much of the lease's spare time
+#: (:meth:`GatewayClient.lease_s`: one send's longest time plus 30 s) has passed, so that the
+#: claim outlasts the send; a flusher that dies is taken over at once (its process is gone),
+#: one that hangs loses its records a lease after its last renewal.
+RENEW_AFTER_S = 25.0
 
 
 #: ``FlushReport.stopped`` when a budgeted flush ran out of time (nothing went wrong).

@@ -139,6 +139,9 @@ def node_round_trips(env: dict[str, str], messages: list[dict], calls: int, cwd:
 
 
 def main() -> None:
+    from cleanrun import rerun_on_clean_interpreter
+
+    rerun_on_clean_interpreter()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--calls", type=int, default=500)

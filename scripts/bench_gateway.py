@@ -175,6 +175,9 @@ def bench_flush(home: Path, count: int, rounds: int, *, per_project: bool, throu
 
 
 def main() -> None:
+    from cleanrun import rerun_on_clean_interpreter
+
+    rerun_on_clean_interpreter()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=5000)

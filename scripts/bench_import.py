@@ -130,6 +130,10 @@ def main() -> None:
     parser.add_argument("--baseline-child", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not (args.baseline_child or args.launcher):  # the children speak JSON on stdout
+        from cleanrun import rerun_on_clean_interpreter
+
+        rerun_on_clean_interpreter()
     if args.baseline_child:
         baseline_child(args.baseline_child, args.dimension)
         return

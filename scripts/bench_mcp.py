@@ -117,6 +117,9 @@ def in_process_finds(env: dict[str, str], queries: list[str]) -> tuple[list[floa
 
 
 def main() -> None:
+    from cleanrun import rerun_on_clean_interpreter
+
+    rerun_on_clean_interpreter()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)

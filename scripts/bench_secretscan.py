@@ -288,6 +288,9 @@ def growth(scan, runs: int) -> None:
 
 
 def main() -> None:
+    from cleanrun import rerun_on_clean_interpreter
+
+    rerun_on_clean_interpreter()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=REPO / "tests" / "corpora" / "secrets",
                         help="directory of *.jsonl corpus files")

@@ -1,6 +1,6 @@
 """Benchmark whole-process start-up: ``qmem.local find``, the MCP server and the bridge.
 
-    python scripts/bench_startup.py [--records 10000] [--runs 40] [--kinds find,raw,...] [--no-site]
+    python scripts/bench_startup.py [--records 10000] [--runs 40] [--kinds find,raw,...] [--python PATH]
 
 Builds a --records local index (the corpus of ``bench_localindex.py``) and a config naming a
 gateway (a refused loopback port, never called by these paths) with recall off, then times
@@ -19,10 +19,14 @@ order), and prints p50 and p90 of each:
   * ``bridge``: the bridge started as ``index.js`` spawns it (``-c`` bootstrap, PYTHONSAFEPATH), to
     its ``ready`` line and to its ``session_start`` answer.
 Then the ratios: find / raw (target <= 1.5x), and MCP and bridge start-up against ``pass`` and
-against ``raw``.  Every process runs this interpreter (``sys.executable``); nothing here asserts.
-``--no-site`` starts every process with ``-S``: a ``.pth`` file in site-packages that imports
-modules at each start (as some sandboxes install) slows ``pass`` and ``raw`` and preloads part
-of what qmem imports, so it flatters the ratios; ``-S`` shows them without it.
+against ``raw``.  Nothing here asserts.
+
+Every process, qmem's and the baselines', runs one **clean interpreter**: this Python in a
+``venv --without-pip`` made once under ``.cache/`` (``tests/cleanpython.py``), or ``--python``.
+A base interpreter whose site-packages hold a ``.pth`` file that imports modules at each start
+(as some sandboxes install) slows ``pass`` and ``raw`` and preloads part of what qmem imports,
+so it flatters the ratios; a user's Python has no such file.  The first line names the
+interpreter and how many modules it holds at start.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import bench_localindex  # noqa: E402
 from qmem.localindex import LocalIndex  # noqa: E402
 from qmem.setup.mcpconfig import server_entry  # noqa: E402
 from sqltiming import TimedSQL  # noqa: E402
+from tests.cleanpython import clean_interpreter, describe  # noqa: E402
 from tests.fakes import refused_url  # noqa: E402
 
 RAW = """
@@ -120,7 +125,7 @@ def stdlib_floor(env: dict[str, str], cwd: Path, query: str) -> str:
     return f"import {', '.join(modules([*PYTHON, '-c', IMPORTABLE], ' '.join(wanted)))}\n{RAW}"
 
 
-#: The interpreter and its flags for every process started (``--no-site`` adds ``-S``).
+#: The interpreter for every process started (the clean one, or ``--python``).
 PYTHON = [sys.executable]
 
 
@@ -207,11 +212,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--kinds", default="find,raw,floor,pass,mcp,bridge",
                         help="which processes to time, comma-separated (default: all six)")
-    parser.add_argument("--no-site", action="store_true", help="start every process with -S (see above)")
+    parser.add_argument("--python", help="the interpreter for every process (default: the clean one, see above)")
     args = parser.parse_args()
-    if args.no_site:
-        PYTHON.append("-S")
-    print(f"python {sys.version.split()[0]} ({' '.join(PYTHON)}), {os.cpu_count()} cores")
+    PYTHON[:] = [args.python or clean_interpreter() or sys.executable]
+    print(f"{describe(PYTHON[0])}; {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         project = home / "proj"

@@ -25,7 +25,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, embed_text
+from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault, embed_text
 from .fakes.llm import FakeLLM, Reply, after_last_assistant, text_of
 from .support import REPO, clean_env
 
@@ -39,6 +39,7 @@ EVERY_TOOL_STEPS = [("qmem_store", {"text": "Stored by every tool", "project_id"
                     ("qmem_search", {"query": "stored by every tool"}), ("qmem_meta", {}),
                     ("memory_search", {"query": "blue green deploys"})]
 EVERY_DONE = "every tool answered"
+SLOW_PROMPT = "STORE Slow recall turns keep going"  # a store: the tool call the late block waits for
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -93,10 +94,12 @@ def recall_blocks(request: dict[str, Any]) -> list[str]:
 
 
 def make_clone(destination: Path, *, commit: bool = False) -> Path:
-    """A clone of this repository as a host's installer sees it: the root ``package.json`` and the
-    ``qmem`` folder of the working tree (caches left out); ``commit``: a git work tree with one commit."""
+    """A clone of this repository as a host's installer sees it: the root ``package.json``, the
+    marketplace (``.claude-plugin/``) and the ``qmem`` folder of the working tree (caches left out);
+    ``commit``: a git work tree with one commit."""
     destination.mkdir(parents=True)
     shutil.copy2(REPO / "package.json", destination / "package.json")
+    shutil.copytree(REPO / ".claude-plugin", destination / ".claude-plugin")
     shutil.copytree(REPO / "qmem", destination / "qmem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if commit:
         git = ["git", "-C", str(destination), "-c", "user.name=qmem tests", "-c", "user.email=tests@qmem.invalid"]
@@ -187,3 +190,28 @@ class AgentHostTestCase(unittest.TestCase):
         if copy != (not target.is_symlink()):
             raise AssertionError(f"install {self.HOST} made {'a link' if target.is_symlink() else 'a copy'}")
         return target
+
+    # -- issue 27: a slow Qdrant never holds up a turn
+
+    def configure_slow_recall(self) -> None:
+        """Recall on, waitMs 100; Qdrant answers each request 1.5 s late and a store takes 3 s, so a
+        turn's first LLM request cannot have the block and the request after the tool call can."""
+        self.configure(self.gateway.url)
+        path = self.home / ".config" / "qmem" / "config.json"
+        document = json.loads(path.read_text())
+        document["recall"]["waitMs"] = 100
+        path.write_text(json.dumps(document))
+        self.qdrant.inject(Fault.delay(1.5, path="/collections", times=None))
+        self.gateway.inject(Fault.delay(3.0, path="/v1/memories", method="POST", times=None))
+
+    def recall_log(self) -> list[dict[str, Any]]:
+        """``qmem.local recall-log --json``'s entries; the output holds no prompt and no memory text."""
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "recall-log", "--json"], cwd=self.home,
+                              env=dict(self.env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError(proc.stderr)
+        for secret in (SLOW_PROMPT, SLOW_PROMPT[6:], RECALLED, "e2eproj happen"):
+            if secret in proc.stdout:
+                raise AssertionError(f"recall-log shows {secret!r}")
+        return json.loads(proc.stdout)["entries"]
+

@@ -47,7 +47,22 @@ class BreakerTests(TempHomeTestCase):
             decision = b.check()
             self.assertFalse(decision.allowed)
             self.assertEqual(decision.retry_in_ms, windows[-1])
+            self.clock.now += windows[-1] / 1000
+            self.assertTrue(b.check().probe)  # each re-open is a failed probe
         self.assertEqual(windows, [1000, 2000, 4000, 5000, 5000])
+
+    def test_a_failure_reported_while_open_changes_nothing(self):
+        """Calls let through before the breaker opened (a recall's lanes, searched at once; another process)
+        report after it: the window neither restarts nor doubles."""
+        b, other = self.breaker(), self.breaker()
+        self.assertEqual(b.definitive_failure(), 1000)
+        self.clock.now += 0.4
+        self.assertEqual((other.definitive_failure(), other.ambiguous_failure()), (0, 0))
+        self.assertEqual(b.check().retry_in_ms, 600)
+        self.assertEqual(b.snapshot()["consecutive_opens"], 1)
+        self.clock.now += 0.6
+        self.assertTrue(b.check().probe)
+        self.assertEqual(b.ambiguous_failure(), 2000)  # the failed probe doubles it
 
     def test_ambiguous_failures_trip_after_n_in_a_row(self):
         b = self.breaker()

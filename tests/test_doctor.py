@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 
 from .fakes import FakeEmbeddings, FakeQdrant, Fault, refused_url
 from .support import REPO, GatewayTestCase, TempHomeTestCase, write_config
@@ -177,6 +178,22 @@ class RecallDoctorTests(DoctorTestCase):
         credentials = self.report()["credentials"]
         self.assertEqual(credentials["embedding"]["via"], "PI_QDRANT_MEMORY_EMBEDDING_API_KEY")
 
+    def test_the_last_recall_outcome_per_lane(self):
+        from qmem.recalllog import RecallLog, entry
+
+        self.configure_recall()
+        self.assertIn("last recall none recorded yet", self.doctor(code=0).stdout)
+        log = RecallLog.in_directory(self.home / ".local" / "share" / "qmem")
+        log.append(entry(host="pi", outcome="delivered", category=None, hits=[("7", "project", 0.8)],
+                         searched={"project": 1, "host": 0}, chars=300, wait_ms=120, total_ms=120, now=0))
+        log.append(entry(host="pi", outcome="failed", category="timeout", hits=[], searched=None, chars=0,
+                         wait_ms=800, total_ms=3000, now=60))
+        self.assertEqual(self.report(code=0)["recall"]["last"],
+                         {lane: {"outcome": "failed", "category": "timeout", "time": "1970-01-01T00:01:00Z"}
+                          for lane in ("project", "host")})
+        self.assertIn("last recall 1970-01-01T00:01:00Z: project failed (timeout), host failed (timeout)",
+                      self.doctor(code=0).stdout)
+
     def test_mismatches_and_refusals_are_problems(self):
         self.configure_recall(dimension=DIM * 2)
         problems = " ".join(self.report(code=1)["problems"])
@@ -204,8 +221,12 @@ class RecallDoctorTests(DoctorTestCase):
         self.assertEqual(problems, [f"pi: qmem from {self.home / '.prime/agent/pi/extensions/qmem'} would run with "
                                     "recall configured but could not tell which host loads it (the paths point at both "
                                     "pi's and Prime's agent directories): automatic recall and memory_search would "
-                                    "be off"])
+                                    "be off; `export QMEM_HOST=pi` where pi starts (or \"host\": \"pi\" under "
+                                    f"recall in {self.home / '.config/qmem/config.json'}) settles it"])
         self.assertIn("runs as ✗ unknown host", self.doctor(env=env, code=1).stdout)
+        # The fix it names works, the way the bridge settles a true conflict.
+        settled = self.report(env=dict(env, QMEM_HOST="pi"), code=0)
+        self.assertEqual(settled["hosts"]["pi"]["identified_as"], "pi")
         self.assertEqual(self.report(code=0)["hosts"]["pi"]["kind"], "absent")  # the default pi directory: fine
 
     def test_recall_switched_off_is_a_warning_and_nothing_is_sent(self):
@@ -243,6 +264,21 @@ class HostDoctorTests(DoctorTestCase):
         self.assertIn(", this one), runs as pi · prime: link", text)
         self.assertIn("runs as prime · hermes: not installed", text)
 
+    def test_a_link_to_a_clone_in_the_other_hosts_directory_is_a_warning(self):
+        clone = self.home / ".pi" / "agent" / "git" / "github.com" / "example" / "qmem"
+        shutil.copytree(REPO / "qmem", clone / "qmem", ignore=shutil.ignore_patterns("__pycache__"))
+        import subprocess
+
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}  # this clone's qmem
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "prime"], cwd=clone, env=env,
+                                   capture_output=True, text=True, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        self.assertIn(f"warning: this clone ({clone / 'qmem'}) lies in pi's directory", installed.stdout)
+        document = self.report(code=0)  # it works: Prime's own facts decide
+        self.assertEqual(document["hosts"]["prime"]["identified_as"], "prime")
+        [warning] = [w for w in document["warnings"] if w.startswith("prime:")]
+        self.assertIn("`python3 -m qmem.local uninstall prime && python3 -m qmem.local install prime --copy`", warning)
+
     def test_packages_of_the_hosts_own_installers(self):
         clone = self.home / "src" / "qmem-clone"
         shutil.copytree(REPO / "qmem", clone / "qmem", ignore=shutil.ignore_patterns("__pycache__"))
@@ -257,11 +293,12 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual(pi["kind"], "absent")
         self.assertEqual([(p["source"], p["path"], p["identified_as"]) for p in pi["packages"]],
                          [("../../src/qmem-clone", str(clone), "pi"), ("git:github.com/example/qmem@v1", str(git), "pi")])
-        self.assertIn("pi install ../../src/qmem-clone (qmem ", self.doctor(code=0).stdout)
+        text = self.doctor(code=0).stdout
+        self.assertIn(f"pi: no link or copy; the package {clone} (by `pi install`, qmem ", text)  # absolute
+        self.assertNotIn("../", text)
         (clone / "qmem" / "bridge.py").unlink()
         problems = self.report(code=1)["problems"]
-        self.assertEqual(problems, ["pi: pi cannot load the package ../../src/qmem-clone: bridge.py missing or "
-                                    "unreadable"])
+        self.assertEqual(problems, [f"pi: pi cannot load the package {clone}: bridge.py missing or unreadable"])
 
     def test_what_stops_an_installed_host_is_a_problem(self):
         self.assertEqual(self.run_module("qmem.local", "install", "pi", "--copy").code, 0)
@@ -271,8 +308,9 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual(self.run_module("qmem.local", "uninstall", "pi").code, 0)
         self.assertEqual(self.run_module("qmem.local", "install", "pi").code, 0)
         env = dict(self.env, QMEM_PYTHON=str(self.home / "no-python"))
-        self.assertIn(f"pi: QMEM_PYTHON={self.home / 'no-python'} is not an executable: the bridge cannot start",
-                      self.report(env=env, code=1)["problems"])
+        self.assertIn(f"pi: QMEM_PYTHON={self.home / 'no-python'} is not an executable: the bridge cannot start: "
+                      f"pi would offer qmem's tools with nothing behind them; `export QMEM_PYTHON={sys.executable}` "
+                      f"(a Python ≥ 3.10) where pi starts", self.report(env=env, code=1)["problems"])
         hermes_home = self.home / "hh"
         env = dict(self.env, HERMES_HOME=str(hermes_home))
         self.assertEqual(self.run_module("qmem.local", "install", "hermes", env=env).code, 0)
@@ -293,6 +331,17 @@ class HostDoctorTests(DoctorTestCase):
         self.assertEqual((roots["pi"]["exists"], roots["prime"]["exists"]), (False, True))
         self.assertEqual(roots["prime"]["directory"], str(self.home / ".prime" / "agent"))
         shutil.rmtree(self.home / ".prime")
+
+
+class BridgeEnvironmentTests(TempHomeTestCase):
+    def test_the_interpreter_probe_gets_the_environment_the_shim_gives_the_bridge(self):
+        import re
+
+        from qmem.setup.hostcheck import BRIDGE_ENV_NAMES
+
+        shim = (REPO / "qmem" / "index.js").read_text()
+        listed = shim.split("const BRIDGE_ENV = new RegExp(", 1)[1].split("].join", 1)[0]
+        self.assertEqual(tuple(re.findall(r'"([^"]+)"', listed))[1:], BRIDGE_ENV_NAMES)  # [0] is the "^(" prefix
 
 
 SETUP_PATHS = """

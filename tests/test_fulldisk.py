@@ -7,6 +7,8 @@ the disk stops half-way is redone whole by the next one.
 """
 
 import json
+import subprocess
+import sys
 import textwrap
 
 from .sessionfiles import SessionFile
@@ -117,6 +119,68 @@ class ReadsOnAFullDiskTests(FullDiskTestCase):
         self.assertEqual(answers[2]["code"], 0, answers[2]["stderr"])
         self.assertEqual(json.loads(answers[2]["stdout"]), {
             "read_only": True, "found": 1, "full": DISK_FULL[12:-1], "after": False, "found_after": 2})
+
+
+#: A process that had the index open is killed: its -wal and -shm files stay behind, so the next
+#: process opens the index writable however full the disk is.
+KILLED_HOLDER = textwrap.dedent("""
+    import subprocess, sys
+    code = ("import os\\nfrom qmem.localindex import LocalIndex\\n"
+            "index = LocalIndex(os.environ['QMEM_SQLITE'])\\nindex.find('deploy')\\nos.kill(os.getpid(), 9)")
+    print(subprocess.run([sys.executable, "-c", code]).returncode)
+""")
+
+
+class StatusSaysWhatAWriteWouldDoTests(FullDiskTestCase):
+    """Issue 31, item 2: ``status --json`` ``read_only`` is what the next ``store`` finds."""
+
+    def test_read_only_matches_what_store_does(self):
+        seen = {}
+        for leftover in (False, True):
+            for free_kb in (0, 8, 24, 64):  # each on a fresh disk
+                with self.subTest(leftover=leftover, free_kb=free_kb):
+                    answers = self.run_steps(
+                        {"qmem": ["store", "--queue-only", "--project", "p", "--text", "deploy note"]},
+                        *([{"python": KILLED_HOLDER}] if leftover else []),
+                        {"leave_free": free_kb * 1024}, {"qmem": ["status", "--json"]},
+                        {"qmem": ["store", "--queue-only", "--project", "p", "--text", "one more"]})
+                    status, store = answers[-2], answers[-1]
+                    self.assertEqual((status["code"], status["stderr"]), (0, ""), status)
+                    document = json.loads(status["stdout"])
+                    seen[leftover, free_kb] = (document["read_only"], store["code"])
+                    self.assertEqual(document["read_only"], store["code"] != 0, (document, store))
+                    if document["read_only"]:
+                        self.assertIn("the disk holding it is full", document["read_only_reason"])
+                        self.assertIn(DISK_FULL[12:-1], store["stderr"])
+                    else:
+                        self.assertIsNone(document["read_only_reason"])
+        # The file opens writable at 64 KB free, yet a store's pages do not fit: the probe says so.
+        self.assertEqual(seen[False, 64], (True, 1), seen)
+
+
+class StatusWhileAnotherProcessWritesTests(TempHomeTestCase):
+    def test_a_busy_index_is_not_called_read_only(self):
+        self.assertEqual(self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text",
+                                         "deploy note").code, 0)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sqlite3, sys\nconn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+             "conn.execute('BEGIN IMMEDIATE')\nprint('holding', flush=True)\nsys.stdin.read()",
+             str(self.runtime_path())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.wait, 60)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.stdin.close)
+        self.assertEqual(holder.stdout.readline(), "holding\n")  # another process is writing the index
+        status = self.run_module("qmem.local", "status", "--json")
+        self.assertEqual(status.code, 0, status.stderr)
+        self.assertEqual(json.loads(status.stdout)["read_only"], False)
+
+    def runtime_path(self):
+        from qmem.runtime import Runtime
+
+        rt = Runtime(self.env)
+        path = rt.paths.database
+        rt.close()
+        return path
 
 
 class ImportOnAFullDiskTests(FullDiskTestCase):

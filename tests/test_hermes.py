@@ -378,8 +378,11 @@ class HermesMiddlewareTests(GatewayTestCase):
         self.assertTrue(all(r["same"] for r in out["unreadable"]["requests"]))  # passed on as Hermes built it
         self.assertEqual(out["provider_error"]["requests"][0]["answer"], {"raised": "ConnectionResetError"})
         # One embedding per main turn, however many requests; none for the prompt holding a credential.
+        # The recall starts at pre_llm_call, before any request exists: the turn whose requests qmem
+        # could not read (and so got no block) was recalled too.
         self.assertEqual(sorted(self.embeddings.inputs), [f"{name}: how do blue green deploys work"
-                                                         for name in ("main", "no_tools", "provider_error")])
+                                                         for name in ("main", "no_tools", "provider_error",
+                                                                      "unreadable")])
         self.assertEqual(proc.stderr.count("qmem: recalled memories could not be formatted"), 1)  # unreadable
 
 

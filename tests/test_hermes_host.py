@@ -31,7 +31,7 @@ from qmem.fence.memorycontext import HEADER, OPEN_TAG
 from .fakes import FakeEmbeddings, FakeGateway, FakeQdrant, Fault, embed_text, refused_url, unused_port
 from .fakes.llm import FakeLLM, Reply, text_of
 from .hosts import hermes_python
-from .support import clean_env
+from .support import REPO, clean_env
 
 DIM = 64
 RECALLED = "Blue green deploys of e2eproj happen on Tuesdays after the canary"
@@ -341,7 +341,41 @@ class FailOpenTests(HermesHostTestCase):
         hung.inject(Fault.hang(times=None))
         self.configure(qdrantUrl=hung.url, timeoutMs=1500)
         self.assertFailedOpen(self.chat("ONE: blue green deploys?"))
-        self.assertEqual(len(hung.requests), 1)  # asked once, given up on for the rest of the turn
+        # Asked once — the collection and both lanes at the same moment — and given up on for the rest of the turn.
+        self.assertEqual(len(hung.requests), 3)
+
+
+class SlowRecallTests(HermesHostTestCase):
+    """Issue 27: a slow Qdrant never holds up a Hermes turn; its block joins the turn's next request."""
+
+    def recall_log(self) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "qmem.local", "recall-log", "--json"], cwd=self.home,
+                              env=dict(self.env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for secret in ("blue green deploys?", "which day", RECALLED, "e2eproj happen"):
+            self.assertNotIn(secret, proc.stdout)  # ids and numbers only
+        return json.loads(proc.stdout)
+
+    def test_a_slow_qdrant_block_lands_on_the_request_after_the_tool_call(self):
+        self.configure(waitMs=100)
+        self.qdrant.inject(Fault.delay(1.5, path="/collections", times=None))  # far above waitMs
+        self.gateway.inject(Fault.delay(3.0, path="/v1/meta", times=None))  # the tool call outlasts the recall
+        proc = self.chat("ONE: blue green deploys?")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("one done", proc.stdout)
+        first, second = self.main_requests()
+        self.assertEqual(user_blocks(first), [])  # not ready in time: the request went on without it
+        self.assertRecalledOnce(second)
+        self.assertEqual(self.qmem_warnings(proc.stderr), [])
+        self.assertNothingStored()
+        self.assertEqual([e["outcome"] for e in self.recall_log()["entries"]], ["late"])
+        # Three slow calls in a row opened Qdrant's breaker, for every process: the next turn skips it.
+        self.llm.clear()
+        proc = self.chat("ONE: and which day?")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertEqual([user_blocks(r) for r in self.main_requests()], [[], []])
+        self.assertEqual([e["outcome"] for e in self.recall_log()["entries"]], ["skipped", "late"])
+        self.assertEqual(self.embedding_calls(), 1)  # an open Qdrant breaker costs no embedding
 
 
 if __name__ == "__main__":

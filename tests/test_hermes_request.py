@@ -175,22 +175,22 @@ class MainTurnTests(unittest.TestCase):
 
 
 class TurnsTests(unittest.TestCase):
-    def test_one_recall_per_turn_and_none_for_other_turns(self):
-        asked = []
-        turns = Turns(lambda prompt: asked.append(prompt) or f"block for {prompt}")
+    def test_a_main_turn_starts_its_recall_and_each_request_asks_it(self):
+        asked, started = [], []
+        turns = Turns(lambda prompt: asked.append(prompt) or f"block for {prompt}", start=started.append)
         turns.observe(turn_id="s:t:1", user_message=" first ", main=True)
         turns.observe(turn_id="s:sa-0:2", user_message="child goal", main=False)
+        self.assertEqual(started, ["first"])  # at pre_llm_call, before any request: the sub-agent's not at all
         self.assertEqual([turns.block("s:t:1") for _ in range(4)], ["block for first"] * 4)
         self.assertEqual((turns.prompt("s:sa-0:2"), turns.block("s:sa-0:2")), (None, None))
         self.assertEqual((turns.prompt("never seen"), turns.prompt(None)), (None, None))
-        self.assertEqual(asked, ["first"])
+        self.assertEqual(asked, ["first"] * 4)  # the recall keeps one answer per prompt (tests.test_recall)
 
-    def test_a_failed_recall_is_not_asked_again_in_the_turn(self):
-        asked = []
-        turns = Turns(lambda prompt: asked.append(prompt))  # the recall failed open: None
+    def test_a_block_not_ready_for_the_first_request_joins_the_next(self):
+        answers = iter([None, "late block", "late block"])
+        turns = Turns(lambda prompt: next(answers))
         turns.observe(turn_id="t", user_message="p", main=True)
-        self.assertEqual([turns.block("t"), turns.block("t")], [None, None])
-        self.assertEqual(asked, ["p"])
+        self.assertEqual([turns.block("t"), turns.block("t"), turns.block("t")], [None, "late block", "late block"])
 
     def test_bounded(self):
         turns = Turns(lambda prompt: prompt)
@@ -227,7 +227,7 @@ class TurnsTests(unittest.TestCase):
             thread.join(60)
         self.assertEqual(len(answers), 16 * 40)
         self.assertEqual(answers, {f"{n}:{t}": {f"P{n}-{t}"} for n in range(16) for t in range(40)})
-        self.assertEqual(sorted(calls), sorted(f"p{n}-{t}" for n in range(16) for t in range(40)))
+        self.assertEqual(sorted(calls), sorted(f"p{n}-{t}" for n in range(16) for t in range(40) for _ in range(3)))
 
 
 if __name__ == "__main__":

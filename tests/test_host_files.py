@@ -190,7 +190,10 @@ class DoctorTests(HostFilesTestCase):
                 self.assertClean(document)
                 self.assertEqual(after, before)  # doctor reads only
                 refused = kind in FILE_KINDS  # what is at Prime's …/qmem cannot be told
-                self.assertEqual((text.code, document.code), (int(refused), int(refused)), text.stdout + text.stderr)
+                # A config.yaml that is not UTF-8 leaves unknown whether Hermes loads qmem: a problem too.
+                unsure = kind == "not-utf8"
+                failed = int(refused or unsure)
+                self.assertEqual((text.code, document.code), (failed, failed), text.stdout + text.stderr)
                 report = json.loads(document.stdout)
                 said = report["problems"] + report["warnings"]
                 for what, (path, _, kinds) in files.items():
@@ -199,6 +202,11 @@ class DoctorTests(HostFilesTestCase):
                     if kind in kinds:
                         self.assertEqual(len(lines), 1, f"{what}: {text.stdout}")
                         self.assertIn(f"{path} {WORDS[kind]}", lines[0])
+                        self.assertEqual(len(entries), 1, f"{what}: {said}")
+                    elif unsure and what == "hermes config":
+                        self.assertEqual(len(lines), 1, f"{what}: {text.stdout}")
+                        self.assertIn(f"qmem does not read {path} with certainty (it is not UTF-8 text", lines[0])
+                        self.assertIn("whether Hermes loads qmem is not known", lines[0])
                         self.assertEqual(len(entries), 1, f"{what}: {said}")
                     else:
                         self.assertEqual((lines, entries), ([], []), what)

@@ -12,8 +12,9 @@ from .hostguard import HostSkippedUnderCI, SkipGuardSuite, host_of, skip_summary
 from .hosts import PI, REAL_HOSTS, Host
 from .support import REPO, clean_env
 
-HOST_LOOKUPS = {"pi_executable", "prime_executable", "prime_kernel_python", "mcp_python", "hermes_python",
-                "venv_python"}
+HOST_LOOKUPS = {"pi_executable", "prime_executable", "prime_kernel_python", "mcp_python", "mcp1_python",
+                "inspector_executable", "hermes_python", "venv_python", "claude_executable", "codex_executable",
+                "npm_executable"}
 
 
 def sample_case():

@@ -56,6 +56,38 @@ class IdentifyHostTests(unittest.TestCase):
             with self.subTest(name):
                 self.assertEqual(identify_host(facts, env), expected, host_votes(facts, env))
 
+    def test_the_strongest_evidence_decides_a_clone_in_the_other_hosts_directory(self):
+        """`pi install git:…` cloned qmem under ~/.pi/agent/git; `install prime` linked it into Prime (and the
+        other way round): the host's own facts and its loaded path as given outweigh the resolved folder."""
+        pi_clone = "/home/u/.pi/agent/git/github.com/o/qmem/qmem"
+        prime_clone = "/home/u/.prime/agent/git/github.com/o/qmem/qmem"
+        prime_loaded = ("/home/u/.prime/agent/extensions/qmem/index.js", "/home/u/.prime/agent")
+        pi_loaded = ("/home/u/.pi/agent/extensions/qmem/index.js", "/home/u/.pi/agent")
+        cases = [
+            ("Prime, linked from pi's git clone", HostEvidence((*prime_loaded, pi_clone), "prime-agent", True,
+                                                               prime_loaded), "prime"),
+            ("pi, linked from Prime's git clone", HostEvidence((*pi_loaded, prime_clone), "pi", False, pi_loaded),
+             "pi"),
+            # the strongest facts disagree: still off
+            ("pi's process, Prime's loaded path", HostEvidence((*prime_loaded, pi_clone), "pi", False, prime_loaded),
+             None),
+            ("Prime's header, pi's process", HostEvidence((*pi_loaded, pi_clone), "pi", True, pi_loaded), None),
+            ("no loaded path given", HostEvidence((pi_clone, prime_loaded[0]), "prime-agent", True), None),
+        ]
+        for name, facts, expected in cases:
+            with self.subTest(name):
+                self.assertEqual(identify_host(facts, HOME), expected, host_votes(facts, HOME))
+
+    def test_a_true_conflict_is_settled_by_the_named_host_only_among_the_votes(self):
+        conflict = evidence("/home/u/.prime/agent/extensions/qmem/index.js", "/home/u/.prime/agent", process="pi")
+        self.assertIsNone(identify_host(conflict, HOME))
+        self.assertEqual(identify_host(conflict, HOME, "pi"), "pi")
+        self.assertEqual(identify_host(conflict, HOME, "prime"), "prime")
+        self.assertIsNone(identify_host(conflict, HOME, "hermes"))
+        only_pi = evidence("/home/u/.pi/agent/extensions/qmem/index.js", process="pi")
+        self.assertEqual(identify_host(only_pi, HOME, "prime"), "pi")  # no conflict: the name changes nothing
+        self.assertEqual(identify_host(evidence("/src/qmem", process="node"), HOME, "prime"), "prime")  # no votes
+
     def test_a_link_counts_as_given_and_resolved(self):
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -86,6 +118,7 @@ class IdentifyHostTests(unittest.TestCase):
         facts = HostEvidence.from_session_start(params)
         self.assertEqual(facts.paths, ("/home/u/.prime/agent/extensions/qmem/index.js", "/home/u/.prime/agent",
                                        "/src/qmem"))
+        self.assertEqual(facts.loaded, facts.paths[:2])
         self.assertEqual((facts.process, facts.has_rlm_depth), ("prime-agent", True))
         for junk in ({}, {"loaded": "x", "header": [1], "hostProcess": 3, "extensionDir": None},
                      {"loaded": {"path": 7}, "header": {"hasRlmDepth": "yes"}}):

@@ -251,7 +251,7 @@ class EchoingServersTests(TempHomeTestCase):
                   for index, value in enumerate(data_values)]
         self.qdrant.inject(Fault.status(200, {"result": points, "status": "ok", "time": 0.0},
                                         path="/collections/qmem_memories/points/search", times=None))
-        results = self.mcp("mcp", *[("qmem_store", {"text": f"stored {n}", "project_id": "shop"}) for n in values],
+        results = self.mcp("mcp", *[("qmem_store", {"text": f"stored number {n}", "project_id": "shop"}) for n in range(len(values))],
                            ("qmem_search", {"query": "service"}), ("qmem_get", {"id": "rec-1"}),
                            ("qmem_meta", {}), ("memory_search", {"query": "deploys"}),
                            ("memory_search", {"query": "deploys"}))

@@ -208,3 +208,63 @@ class StartUpLaneTests(GatewayTestCase):
         unused = {"sqlite3", "http.client", "ssl", "qmem.secretscan.engine", "qmem.localindex", "qmem.localdb.outbox",
                   "qmem.clients.gateway", "qmem.store", "qmem.sync", "qmem.recall", "qmem.clients.qdrant", "qmem.clients.embeddings"}
         self.assertEqual(unused & loaded, set())
+
+
+#: Runs ``qmem.local`` with the given arguments in this process, then prints what it loaded.
+COMMAND_MODULES = textwrap.dedent("""
+    import json, runpy, sys
+    command = sys.argv[1:]
+    sys.argv = ["qmem-local", *command]
+    try:
+        runpy.run_module("qmem.local", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        code = stop.code
+    else:
+        code = 0
+    sys.stderr.write(json.dumps({"code": code, "modules": sorted(sys.modules)}) + chr(10))
+""")
+
+#: What a read of the local index never needs: the outbox's writer, the atomic-write stack
+#: (tempfile, shutil and the compressors it brings), the credential scanner, any HTTP.
+READS_NEVER_LOAD = {
+    "qmem.localdb.outbox", "qmem.files.atomicfile", "tempfile", "random",
+    "qmem.secretscan", "qmem.secretscan.engine", "qmem.secretscan.families",
+    "http", "http.client", "urllib.request", "socket", "ssl", "email",
+    "qmem.clients.transport", "qmem.clients.gateway", "qmem.clients.qdrant", "qmem.clients.embeddings",
+    "qmem.store", "qmem.sync", "qmem.recall", "qmem.setup.doctor",
+}
+
+
+class CommandImportTests(GatewayTestCase):
+    """``find``, ``status`` and ``queue`` load only what a read of the index uses, on a clean
+    interpreter (no ``.pth`` preloading part of it).  A change that imports one of
+    :data:`READS_NEVER_LOAD` eagerly on these paths fails here."""
+
+    def loaded_by(self, *command: str) -> set[str]:
+        from .cleanpython import clean_interpreter
+
+        python = clean_interpreter() or sys.executable
+        proc = subprocess.run([python, "-c", COMMAND_MODULES, *command], cwd=self.home, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        report = json.loads(proc.stderr.strip().splitlines()[-1])
+        self.assertEqual(report["code"], 0, proc.stdout + proc.stderr[-2000:])
+        return set(report["modules"])
+
+    def test_an_import_with_nothing_new_loads_no_doctor_scanner_or_http(self):
+        sessions = self.home / ".pi" / "agent" / "sessions" / "p"
+        sessions.mkdir(parents=True)
+        (sessions / "s.jsonl").write_text('{"type": "session", "id": "s"}\n', encoding="utf-8")
+        self.configure()
+        for _ in range(2):  # the second run finds nothing new
+            loaded = self.loaded_by("import")
+        never = {"qmem.setup", "qmem.setup.doctor", "qmem.secretscan.audit", "qmem.clients.embeddings",
+                 "qmem.clients.gateway", "qmem.clients.transport", "http.client", "ssl", "tempfile", "shutil"}
+        self.assertEqual(loaded & never, set())
+
+    def test_reads_load_no_writer_scanner_or_http(self):
+        self.configure()
+        self.run_module("qmem.local", "store", "--queue-only", "--project", "p", "--text", "a lane note")
+        for command in (("find", "lane"), ("find", "--json", "--project", "p", "lane"), ("status",),
+                        ("status", "--json"), ("queue",), ("queue", "--json")):
+            with self.subTest(command=command):
+                self.assertEqual(self.loaded_by(*command) & READS_NEVER_LOAD, set())

@@ -8,6 +8,7 @@ no traceback on stderr, and every line written parsing as strict JSON (NaN/Infin
 from __future__ import annotations
 
 import json
+import unittest
 
 from qmem.diagnostics import SENTENCES
 
@@ -244,3 +245,80 @@ class CancelByTypeTests(LineTestCase):
         self.assertEqual(peer.answer(2)["result"], {"pong": True})
         self.assertEqual(peer.answer(1)["error"]["message"], SENTENCES["timeout"])
         self.assertEqual(peer.close().code, 0)
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set (VmHWM) in KiB, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        for entry in status:
+            if entry.startswith("VmHWM:"):
+                return int(entry.split()[1])
+    raise AssertionError("no VmHWM in /proc status")
+
+
+class LongLineTests(LineTestCase):
+    """A 200 MB line is refused naming the 16 MiB limit, read in bounded memory, and serving goes on."""
+
+    HUGE = 200 * 1000 * 1000
+
+    def send_huge(self, peer: LivePeer, head: bytes) -> None:
+        """One ``HUGE``-byte line starting with ``head``, written a MiB at a time (never held whole)."""
+        piece = b"a" * (1 << 20)
+        tail = b'"}}\n'
+        peer.proc.stdin.write(head)
+        left = self.HUGE - len(head) - len(tail)
+        while left > 0:
+            peer.proc.stdin.write(piece[:min(left, len(piece))])
+            left -= len(piece)
+        peer.proc.stdin.write(tail)
+        peer.proc.stdin.flush()
+
+    def check(self, module: str, head: bytes, ping: dict, error_of):
+        if not __import__("os").path.exists("/proc/self/status"):
+            self.skipTest("needs /proc to read a process's peak memory")
+        peer = LivePeer(module, self.env, str(self.home))
+        self.addCleanup(peer.kill)
+        if module == MCP:
+            peer.send(mcp_initialize())
+            peer.answer("init")
+        peer.send({**ping, "params": {"x": "y" * (3 << 20)}})  # a long line under the limit still reads
+        self.assertNotIn("error", peer.answer(ping["id"]))
+        self.send_huge(peer, head)
+        refused = peer.answer(9)
+        self.assertIn("16 MiB", error_of(refused))
+        since = len(peer.messages)
+        peer.send({**ping, "id": "after"})
+        self.assertNotIn("error", peer.answer("after", since=since))
+        peak_mb = peak_rss_kib(peer.proc.pid) / 1024
+        self.assertLess(peak_mb, 100, f"peak RSS {peak_mb:.0f} MB reading a 200 MB line")
+        self.assertEqual(peer.close().code, 0)
+
+    def test_mcp(self):
+        self.check(MCP, b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"',
+                   {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                   lambda answer: (self.assertEqual(answer["error"]["code"], -32600), answer["error"]["message"])[1])
+
+    def test_bridge(self):
+        self.check(BRIDGE, b'{"id":9,"method":"ping","params":{"x":"', {"id": 1, "method": "ping"},
+                   lambda answer: answer["error"]["message"])
+
+
+class ReadLinesTests(unittest.TestCase):  # the reader alone, on bytes in memory
+    def lines(self, data: bytes, limit: int):
+        import io
+
+        from qmem.jsonlines import TOO_LONG, UnreadableLine, read_lines
+
+        out = []
+        for item in read_lines(io.BufferedReader(io.BytesIO(data)), limit):
+            out.append(("too long", item.members) if isinstance(item, UnreadableLine) and item.reason == TOO_LONG
+                       else item)
+        return out
+
+    def test_the_limit_counts_the_newline_and_a_longer_line_is_read_through(self):
+        limit = 200_000  # several pieces
+        at_limit = b"x" * (limit - 1) + b"\n"
+        over = b'{"id":3,"x":"' + b"y" * limit + b'"}\n'
+        self.assertEqual(self.lines(at_limit + over + b"ping\n" + b"last", limit),
+                         [at_limit, ("too long", {"id": 3}), b"ping\n", b"last"])
+        self.assertEqual(self.lines(b"z" * (limit + 1), limit), [("too long", None)])  # cut by the end of input

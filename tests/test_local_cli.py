@@ -180,8 +180,9 @@ class CliTests(TempHomeTestCase):
 
         parser = build_parser()
         [sub] = [action for action in parser._actions if action.choices and hasattr(action, "_name_parser_map")]
-        self.assertEqual(set(sub.choices), {"status", "import", "find", "queue", "store", "flush", "enrich", "pull",
-                                            "breaker", "doctor", "install", "uninstall", "mcp-config"})
+        self.assertEqual(set(sub.choices), {"status", "import", "find", "queue", "store", "forget", "flush", "enrich",
+                                            "pull", "breaker", "doctor", "recall-log", "install", "uninstall",
+                                            "mcp-config"})
         for name, command in sub.choices.items():
             with self.subTest(command=name):
                 self.assertTrue(command.description and len(command.description) > 40, name)

@@ -1,12 +1,14 @@
-"""``python -m qmem.mcp``: raw JSON-RPC over real pipes, and the official MCP Python SDK client."""
+"""``python -m qmem.mcp``: raw JSON-RPC over real pipes in both protocol eras, and the official MCP
+Python SDK clients: 2.3.0 (the 2026-07-28 era, by discovery and pinned, and its handshake
+``ClientSession``) and 1.30 (handshake only)."""
 
 import json
 import subprocess
 import sys
 import textwrap
 
-from .fakes import refused_url
-from .hosts import MCP_VERSION, mcp_python
+from .fakes import FakeEmbeddings, FakeQdrant, embed_text, refused_url
+from .hosts import MCP1_VERSION, MCP_VERSION, inspector_executable, mcp1_python, mcp_python
 from .support import REPO, GatewayTestCase
 
 
@@ -51,7 +53,7 @@ class RawProtocolTests(GatewayTestCase):
             {"jsonrpc": "1.0", "id": 3, "method": "ping"},
             {"jsonrpc": "2.0", "id": 4},
             {"jsonrpc": "2.0", "id": [5], "method": "ping"},
-            self.request(6, "resources/list"),
+            self.request(6, "prompts/list"),
             self.request(7, "tools/call", {"arguments": {}}),
             self.request(8, "tools/call", {"name": "qmem_search", "arguments": "query=x"}),
             self.request(9, "tools/call", {"name": "rm -rf"}),
@@ -64,6 +66,95 @@ class RawProtocolTests(GatewayTestCase):
                                (None, -32600), (6, -32601), (7, -32602), (8, -32602), (9, -32602), (10, -32602),
                                (11, "ok")])
         self.assertEqual(answers[-1]["result"], {})
+
+    ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+
+    def modern(self, request_id, method, params=None, **meta):
+        envelope = {key: value for key, value in dict(self.ENVELOPE, **meta).items() if value is not None}
+        return self.request(request_id, method, dict(params or {}, _meta=envelope))
+
+    def test_the_2026_era_is_stateless_and_carries_its_required_fields(self):
+        answers, _ = self.exchange(
+            self.modern(1, "server/discover"),
+            self.modern(2, "tools/list"),
+            self.modern(3, "tools/call", {"name": "qmem_store", "arguments": {"text": "modern", "project_id": "p"}}),
+            self.modern(4, "ping"),  # removed in 2026-07-28
+            self.initialize(),  # no handshake on a modern connection
+            self.request(5, "tools/list"),  # no envelope
+            [self.modern(6, "tools/list")],  # no batches
+        )
+        by_id = {a.get("id"): a for a in answers}
+        discover = by_id[1]["result"]
+        self.assertEqual(discover["supportedVersions"], ["2026-07-28"])
+        self.assertEqual(discover["capabilities"], {"tools": {"listChanged": False},  # nothing deprecated
+                                                    "resources": {"subscribe": False, "listChanged": False}})
+        self.assertIn("## qmem rules", discover["instructions"])
+        for answer in (by_id[1], by_id[2], by_id[3]):
+            result = answer["result"]
+            self.assertEqual(result["resultType"], "complete")
+            self.assertEqual(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "qmem")
+        for cacheable in (discover, by_id[2]["result"]):
+            self.assertEqual((cacheable["ttlMs"], cacheable["cacheScope"]), (0, "private"))
+        self.assertEqual(by_id[2]["result"]["tools"][0]["annotations"]["openWorldHint"], False)
+        self.assertFalse(by_id[3]["result"]["isError"])
+        self.assertTrue(by_id[3]["result"]["structuredContent"]["shared"])
+        self.assertEqual(by_id[4]["error"]["code"], -32601)
+        self.assertEqual(by_id[0]["error"]["code"], -32022)
+        self.assertEqual(by_id[0]["error"]["data"]["supported"], ["2026-07-28"])
+        self.assertEqual(by_id[5]["error"]["code"], -32602)
+        self.assertEqual(by_id[None]["error"]["code"], -32600)
+        self.assertEqual(self.gateway.count_by_text(), {"modern": 1})
+
+    def test_memory_resources_in_both_eras(self):
+        stored, _ = self.exchange(self.initialize(), self.request(1, "tools/call", {
+            "name": "qmem_store", "arguments": {"text": "a resource record", "project_id": "res"}}))
+        record_id = stored[1]["result"]["structuredContent"]["record"]["id"]
+        for opening, ask in ((self.initialize(), self.request), (self.modern(0, "server/discover"), self.modern)):
+            with self.subTest(era="handshake" if ask == self.request else "2026-07-28"):
+                answers, _ = self.exchange(
+                    opening, ask(1, "resources/list"), ask(2, "resources/templates/list"),
+                    ask(3, "resources/read", {"uri": "memory://meta"}),
+                    ask(4, "resources/read", {"uri": f"memory://record/{record_id}"}),
+                    ask(5, "resources/read", {"uri": "memory://record/no-such-record"}),
+                    ask(6, "resources/read", {"uri": "file:///etc/passwd"}),
+                    ask(7, "resources/read", {}))
+                by_id = {a.get("id"): a for a in answers}
+                self.assertIn("resources", (by_id[0]["result"]["capabilities"]))
+                self.assertEqual([r["uri"] for r in by_id[1]["result"]["resources"]], ["memory://meta"])
+                self.assertEqual(by_id[2]["result"]["resourceTemplates"][0]["uriTemplate"], "memory://record/{id}")
+                self.assertIn("res", by_id[3]["result"]["contents"][0]["text"])
+                [content] = by_id[4]["result"]["contents"]
+                self.assertEqual((content["uri"], content["mimeType"]), (f"memory://record/{record_id}", "text/plain"))
+                self.assertIn("a resource record", content["text"])
+                self.assertEqual([by_id[i]["error"]["code"] for i in (5, 6, 7)], [-32002, -32002, -32602])
+                if ask == self.modern:
+                    for i in (1, 2, 3, 4):
+                        self.assertEqual(by_id[i]["result"]["resultType"], "complete")
+                        self.assertEqual(by_id[i]["result"]["ttlMs"], 0)
+        self.assertEqual(self.gateway.count_by_text(), {"a resource record": 1})  # reading stored nothing
+
+    def test_a_refused_envelope_decides_no_era_and_the_eras_do_not_mix(self):
+        answers, _ = self.exchange(
+            self.modern(1, "server/discover", **{"io.modelcontextprotocol/protocolVersion": "2099-01-01"}),
+            self.modern(2, "server/discover", **{"io.modelcontextprotocol/clientCapabilities": None}),
+            self.modern(3, "tools/list", **{"io.modelcontextprotocol/protocolVersion": 7}),
+            self.initialize("2024-11-05"),  # still available: nothing was accepted
+            self.modern(4, "tools/list"),  # the handshake era is decided now
+            self.request(5, "tools/list"),
+        )
+        by_id = {a.get("id"): a for a in answers}
+        refused = by_id[1]["error"]
+        self.assertEqual(refused["code"], -32022)
+        self.assertEqual(refused["data"], {"supported": ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25",
+                                                         "2026-07-28"], "requested": "2099-01-01"})
+        self.assertEqual(by_id[2]["error"]["code"], -32602)
+        self.assertIn("clientCapabilities", by_id[2]["error"]["message"])
+        self.assertEqual(by_id[3]["error"]["code"], -32602)
+        self.assertEqual(by_id[0]["result"]["protocolVersion"], "2024-11-05")
+        self.assertEqual(by_id[4]["error"]["code"], -32600)
+        self.assertNotIn("annotations", by_id[5]["result"]["tools"][0])  # answered at 2024-11-05
 
     def test_tools_list_annotations_and_features_by_version(self):
         self.configure_recall()
@@ -183,8 +274,6 @@ class RawProtocolTests(GatewayTestCase):
 SDK_CLIENT = textwrap.dedent("""
     import asyncio, json, sys
     from mcp import ClientSession, StdioServerParameters, stdio_client
-    import mcp
-    from mcp.client import session as mcp_session
 
     async def main():
         params = StdioServerParameters(command=sys.argv[1], args=["-m", "qmem.mcp"], env=json.loads(sys.argv[2]),
@@ -205,13 +294,6 @@ SDK_CLIENT = textwrap.dedent("""
                                  "text": searched.content[0].text}
                 bad = await session.call_tool("qmem_get", {})
                 out["bad"] = {"error": bad.is_error, "text": bad.content[0].text}
-        # The high-level client probes with server/discover first and must fall back on qmem's
-        # -32601.  Its probe timeout is lifted far past the test's watchdog: a server that left the
-        # probe unanswered would hang the client here instead of costing 10 s unnoticed.
-        mcp_session.DISCOVER_TIMEOUT_SECONDS = 3600
-        async with mcp.Client(params) as client:
-            listed = await client.list_tools()
-            out["auto_tools"] = len(listed.tools)
         print(json.dumps(out))
 
     asyncio.run(main())
@@ -253,7 +335,6 @@ class SdkClientTests(GatewayTestCase):
         self.assertEqual(self.gateway.count_by_text(), {"stored by the sdk": 1})
         self.assertNotIn("fallback", out["search"]["structured"])
         self.assertTrue(out["bad"]["error"])
-        self.assertEqual(out["auto_tools"], 5)  # after -32601 to server/discover (see SDK_CLIENT)
 
     def test_search_with_the_gateway_down_is_a_labelled_local_fallback(self):
         out = self.client(refused_url())
@@ -263,6 +344,196 @@ class SdkClientTests(GatewayTestCase):
         self.assertEqual(search["structured"]["fallback"], "local_sqlite")
         self.assertIsNone(search["structured"]["results"][0]["score"])
         self.assertIn("no semantic scores", search["text"])
+
+
+MODERN_CLIENT = textwrap.dedent("""
+    import asyncio, json, sys
+    import mcp
+    from mcp import StdioServerParameters
+    from mcp.client import session as mcp_session
+
+    async def main(mode):
+        params = StdioServerParameters(command=sys.argv[1], args=["-m", "qmem.mcp"], env=json.loads(sys.argv[2]),
+                                       cwd=sys.argv[3])
+        out = {}
+        # A server that left the discovery probe unanswered would hang the client here past the
+        # test's watchdog, instead of costing 10 s and a silent fall back to the handshake.
+        mcp_session.DISCOVER_TIMEOUT_SECONDS = 3600
+        async with mcp.Client(params, mode=mode, read_timeout_seconds=60) as client:
+            session = client.session
+            out["version"] = client.protocol_version
+            out["discovered"] = session.discover_result is not None
+            out["initialized"] = session.initialize_result is not None
+            if session.discover_result is not None:
+                out["instructions"] = session.discover_result.instructions
+                out["server"] = client.server_info.name if client.server_info else None
+            tools = await client.list_tools()
+            out["tools"] = sorted(t.name for t in tools.tools)
+            stored = await client.call_tool("qmem_store", {"text": "stored in 2026", "project_id": "sdk"})
+            out["store"] = {"error": stored.is_error, "structured": stored.structured_content}
+            searched = await client.call_tool("qmem_search", {"query": "stored in 2026"})
+            out["search"] = {"error": searched.is_error, "text": searched.content[0].text}
+            recalled = await client.call_tool("memory_search", {"query": "deploy with blue green"})
+            out["recall"] = {"error": recalled.is_error, "text": recalled.content[0].text}
+            resources = await client.list_resources()
+            out["resources"] = [str(r.uri) for r in resources.resources]
+            meta = await client.read_resource("memory://meta")
+            out["meta"] = meta.contents[0].text
+        print(json.dumps(out))
+
+    asyncio.run(main(sys.argv[4]))
+""")
+
+SDK1_CLIENT = textwrap.dedent("""
+    import asyncio, json, sys
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    async def main():
+        params = StdioServerParameters(command=sys.argv[1], args=["-m", "qmem.mcp"], env=json.loads(sys.argv[2]),
+                                       cwd=sys.argv[3])
+        out = {"offered": LATEST_PROTOCOL_VERSION}
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                out["version"] = init.protocolVersion
+                tools = await session.list_tools()
+                out["tools"] = sorted(t.name for t in tools.tools)
+                stored = await session.call_tool("qmem_store", {"text": "stored by sdk 1", "project_id": "sdk"})
+                out["store"] = {"error": stored.isError, "structured": stored.structuredContent}
+                searched = await session.call_tool("qmem_search", {"query": "stored by sdk 1"})
+                out["search"] = {"error": searched.isError, "text": searched.content[0].text}
+        print(json.dumps(out))
+
+    asyncio.run(main())
+""")
+
+
+class RecallingServerTestCase(GatewayTestCase):
+    """A server with recall on for pi: fake Qdrant holding one curated memory, fake embeddings."""
+
+    def setUp(self):
+        super().setUp()
+        from .test_recall import DIM, payload
+
+        self.qdrant = FakeQdrant(keys={"read": "r"}).start()
+        self.addCleanup(self.qdrant.stop)
+        self.qdrant.create_collection("qmem_memories", size=DIM, distance="Cosine")
+        self.qdrant.add_point("qmem_memories", 1, embed_text("deploy with blue green", DIM),
+                              payload("deploy with blue green", host="pi"))
+        self.embeddings = FakeEmbeddings(api_key="emb", models={"bge-m3": DIM}).start()
+        self.addCleanup(self.embeddings.stop)
+        self.configure(recall={"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
+                               "dimension": DIM, "timeoutMs": 5000})
+
+    def run_client(self, python, script_text, *extra):
+        script = self.home / "client.py"
+        script.write_text(script_text)
+        server_env = {"PYTHONPATH": str(REPO), "QMEM_GATEWAY_API_KEY": self.API_KEY, "QMEM_QDRANT_API_KEY": "read",
+                      "QMEM_EMBEDDING_API_KEY": "emb", "QMEM_HOST": "pi"}
+        proc = subprocess.run([str(python), str(script), sys.executable, json.dumps(server_env), str(self.home),
+                               *extra], capture_output=True, text=True, env=self.env, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+class ModernSdkClientTests(RecallingServerTestCase):
+    """mcp 2.3.0's Client: by default it probes server/discover and must land in 2026-07-28, not fall
+    back; pinned to 2026-07-28 it skips discovery and validates every result against that era's schema."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.python, cls.skip_reason = mcp_python()
+
+    def setUp(self):
+        if self.python is None:
+            self.skipTest(self.skip_reason)
+        super().setUp()
+
+    def check(self, out):
+        self.assertEqual(out["version"], "2026-07-28")
+        self.assertFalse(out["initialized"])
+        self.assertEqual(out["tools"], ["memory_search", "qmem_correct", "qmem_get", "qmem_meta", "qmem_search",
+                                        "qmem_store"])
+        self.assertFalse(out["store"]["error"])
+        self.assertTrue(out["store"]["structured"]["shared"])
+        self.assertFalse(out["search"]["error"])
+        self.assertIn("stored in 2026", out["search"]["text"])
+        self.assertFalse(out["recall"]["error"])
+        self.assertIn("deploy with blue green", out["recall"]["text"])
+        self.assertEqual(out["resources"], ["memory://meta"])
+        self.assertIn("sdk", out["meta"])  # the project just stored to
+
+    def test_the_default_client_discovers_2026_07_28(self):
+        out = self.run_client(self.python, MODERN_CLIENT, "auto")
+        self.check(out)
+        self.assertTrue(out["discovered"])
+        self.assertEqual(out["server"], "qmem")
+        self.assertIn("## qmem rules", out["instructions"])
+        self.assertEqual(self.gateway.count_by_text(), {"stored in 2026": 1})
+
+    def test_a_client_pinned_to_2026_07_28_validates_strictly(self):
+        out = self.run_client(self.python, MODERN_CLIENT, "2026-07-28")
+        self.check(out)
+        self.assertTrue(out["discovered"])  # the pin's synthesized discovery: no probe was sent
+
+
+class Sdk1ClientTests(GatewayTestCase):
+    """mcp 1.30: a handshake-only client, as most MCP clients in use are, negotiates the legacy era."""
+
+    def setUp(self):
+        self.python, reason = mcp1_python()
+        if self.python is None:
+            self.skipTest(reason)
+        super().setUp()
+
+    def test_the_1x_client_negotiates_the_handshake(self):
+        script = self.home / "client.py"
+        script.write_text(SDK1_CLIENT)
+        server_env = {"PYTHONPATH": str(REPO), "QMEM_GATEWAY_API_KEY": self.API_KEY}
+        proc = subprocess.run([str(self.python), str(script), sys.executable, json.dumps(server_env), str(self.home)],
+                              capture_output=True, text=True, env=self.env, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertIn(out["offered"], ("2025-06-18", "2025-11-25"))
+        self.assertEqual(out["version"], out["offered"])  # echoed: a handshake version qmem serves
+        self.assertEqual(out["tools"], ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
+        self.assertFalse(out["store"]["error"])
+        self.assertTrue(out["store"]["structured"]["shared"])
+        self.assertIn("stored by sdk 1", out["search"]["text"])
+
+    def test_the_pinned_1x_sdk_is_the_one_tested(self):
+        proc = subprocess.run([str(self.python), "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.stdout.strip(), MCP1_VERSION)
+
+
+class InspectorCliTests(GatewayTestCase):
+    """The MCP Inspector's CLI (npm, its own TypeScript client) lists the tools and calls one."""
+
+    def setUp(self):
+        self.inspector, reason = inspector_executable()
+        if self.inspector is None:
+            self.skipTest(reason)
+        super().setUp()
+
+    def inspect(self, *method):
+        proc = subprocess.run([str(self.inspector), "--cli", "-e", f"PYTHONPATH={REPO}", "-e",
+                               f"QMEM_GATEWAY_API_KEY={self.API_KEY}", sys.executable, "-m", "qmem.mcp", *method],
+                              cwd=self.home, env=self.env, capture_output=True, text=True, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        return json.loads(proc.stdout)
+
+    def test_the_inspector_lists_and_calls(self):
+        listed = self.inspect("--method", "tools/list")
+        self.assertEqual(sorted(t["name"] for t in listed["tools"]),
+                         ["qmem_correct", "qmem_get", "qmem_meta", "qmem_search", "qmem_store"])
+        stored = self.inspect("--method", "tools/call", "--tool-name", "qmem_store", "--tool-arg",
+                              "text=stored by the inspector", "--tool-arg", "project_id=insp")
+        self.assertFalse(stored.get("isError"))
+        self.assertTrue(stored["structuredContent"]["shared"])
+        self.assertEqual(self.gateway.count_by_text(), {"stored by the inspector": 1})
 
 
 class VersionPinTests(GatewayTestCase):

@@ -17,12 +17,13 @@ import sys
 import unittest
 import uuid
 
+from qmem.diagnostics import SENTENCES
 from qmem.localindex import LocalIndex
 
 from .fakes import refused_url
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
-    recall_blocks,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, SLOW_PROMPT, AgentHostTestCase, assert_every_tool_answered,
+    make_clone, recall_blocks,
 )
 from .hosts import pi_executable
 from .shadowing import clean_python, make_shadow_project, markers
@@ -107,6 +108,25 @@ class PiHostTests(AgentHostTestCase):
         offered = {tool["function"]["name"] for tool in request["tools"]}
         self.assertEqual(offered & QMEM_TOOLS, QMEM_TOOLS - {"memory_search"})  # no lane: no curated search
         self.assertEqual(self.embeddings.inputs, [])
+        self.assertIn(SENTENCES["host"], proc.stderr)
+        # The fixes the warning names turn recall on.  Here (a Prime header, rlmDepth 0) QMEM_HOST=prime does:
+        # a header with rlmDepth is never pi's, so QMEM_HOST=pi could not make it one.
+        fixed = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"), "--session",
+                            str(session), env=dict(self.env, QMEM_HOST="prime"))
+        self.assertEqual(fixed.returncode, 0, fixed.stderr)
+        [recalled] = recall_blocks(self.llm.chat_requests[-1])
+        self.assertIn(f"{RECALLED} (prime)", recalled)
+        self.assertNotIn(SENTENCES["host"], fixed.stderr)
+        # A pi session of its own (no header) loading Prime's folder: ambiguous too, and QMEM_HOST=pi settles it.
+        before = len(self.llm.chat_requests)
+        plain = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"))
+        self.assertIn(SENTENCES["host"], plain.stderr)
+        self.assertEqual(recall_blocks(self.llm.chat_requests[before]), [])
+        fixed = self.run_pi("how do blue green deploys work here", "-e", str(prime / "index.js"),
+                            env=dict(self.env, QMEM_HOST="pi"))
+        self.assertNotIn(SENTENCES["host"], fixed.stderr)
+        [recalled] = recall_blocks(self.llm.chat_requests[-1])
+        self.assertIn(f"{RECALLED} (pi)", recalled)
 
     def test_pi_still_answers_without_python(self):
         self.install()
@@ -197,3 +217,27 @@ class PiHostTests(AgentHostTestCase):
         # Outside the interactive TUI, pi sends everything an extension writes to stdout to stderr.
         self.assertIn("Findable from the slash command", proc.stderr)
         self.assertEqual(len(self.llm.chat_requests), calls)  # a command is not a prompt: no LLM call
+
+    def test_a_slow_qdrant_block_lands_on_the_request_after_the_tool_call(self):
+        """Issue 27: the turn goes on without waiting; the block joins the request after the tool call;
+        nothing of it is written; the recall log says late, then skipped once the breaker opened."""
+        self.install()
+        self.configure_slow_recall()
+        proc = self.run_pi(SLOW_PROMPT)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("done: Stored", proc.stdout)
+        first, second = self.llm.chat_requests
+        self.assertEqual(self.blocks(first), 0)  # not ready in time: the request went on without it
+        [recalled] = recall_blocks(second)
+        self.assertIn(f"{RECALLED} (pi)", recalled)
+        [session] = self.sessions()
+        self.assertNotIn("memory-context", session.read_text())
+        self.assertNotIn(RECALLED, session.read_text())
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["late"])
+        self.llm.clear()
+        self.assertEqual(self.run_pi("hello").returncode, 0)
+        [request] = self.llm.chat_requests
+        self.assertEqual(self.blocks(request), 0)
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["skipped", "late"])
+        self.assertEqual(len(self.embeddings.inputs), 1)
+

@@ -41,8 +41,8 @@ from typing import Any
 from .fakes import refused_url
 from .fakes.llm import Reply, after_last_assistant, text_of
 from .hostbench import (
-    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, AgentHostTestCase, assert_every_tool_answered, make_clone,
-    prompt_of, recall_blocks, recording_python, script,
+    EVERY_DONE, EVERY_TOOL, GREETING, QMEM_TOOLS, RECALLED, SLOW_PROMPT, AgentHostTestCase, assert_every_tool_answered,
+    make_clone, prompt_of, recall_blocks, recording_python, script,
 )
 from .hosts import prime_executable, prime_kernel_python
 from .shadowing import clean_python, make_shadow_project, markers
@@ -569,6 +569,43 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.assertEqual((learned["text"], learned["coverage"]), (CHILD_STORE, "full"))
         self.assertIn("/sub-", learned["provenance"]["session_file"])
 
+    def test_prime_linked_from_a_clone_under_pis_git_directory(self):
+        """`pi install git:…` keeps its clone under ~/.pi/agent/git; `install prime` run from that clone links
+        Prime to it.  The resolved path says pi; Prime's process, header and loaded path say Prime, and win:
+        one block at depth 0, none at depth 1.  install warns at once, and the copy it suggests works too."""
+        clone = make_clone(self.home / ".pi" / "agent" / "git" / "github.com" / "example" / "qmem")
+        env = {key: value for key, value in self.env.items() if key != "PYTHONPATH"}
+        installed = subprocess.run([sys.executable, "-m", "qmem.local", "install", "prime"], cwd=clone, env=env,
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(installed.returncode, 0, installed.stderr)
+        said = installed.stdout + installed.stderr
+        self.assertIn(f"warning: this clone ({clone / 'qmem'}) lies in pi's directory", said)
+        self.assertEqual(os.path.realpath(self.agent / "extensions" / "qmem"), str(clone / "qmem"))
+        session = self.rpc()
+        session.prompt("SPAWN a sub-agent")
+        session.until(lambda e: e.get("type") == "agent_end")
+        session.close()
+        self.assertIn("('deploy-reader', 'completed')", json.dumps(self.llm.chat_requests))
+        [root] = self.sessions()
+        [child] = self.child_sessions()
+        self.assertEqual((header(root)["rlmDepth"], header(child)["rlmDepth"]), (0, 1))
+        children = [r for r in self.llm.chat_requests if is_child_request(r)]
+        parents = [r for r in self.llm.chat_requests if not is_child_request(r)]
+        self.assertTrue(children and parents)
+        for request in parents:
+            self.assertRecalledOnce(request)  # Prime's lane: "(prime)", never "(pi)"
+        for request in children:
+            self.assertEqual(recall_blocks(request), [])
+        fix = said.split("To keep Prime apart from it: `", 1)[1].split("`", 1)[0]
+        done = subprocess.run(["bash", "-c", fix], cwd=clone, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertFalse((self.agent / "extensions" / "qmem").is_symlink())
+        before = len(self.llm.chat_requests)
+        self.run_prime("how do blue green deploys work here")
+        [request] = self.llm.chat_requests[before:]
+        self.assertRecalledOnce(request)
+
     def run_prime_resumed(self, session: Path, prompt: str) -> None:
         self.run_prime_with(["-r", str(session), "-p", prompt])
 
@@ -597,6 +634,30 @@ class PrimeKernelTests(PrimeHostTestCase):
         self.assertIn('"recall": [{"id": "2"', output)  # point 2: the host=prime record
         self.assertIn("done: ", proc.stdout)
         self.assertEqual(self.gateway.count_by_text(), {"Stored through Prime's MCP client": 1})
+
+
+class PrimeSlowRecallTests(PrimeHostTestCase):
+    """Issue 27, through the shim: a slow Qdrant never holds up a turn; its block joins the request after
+    the tool call; nothing of it is written; the recall log says late, then skipped."""
+
+    def test_a_slow_qdrant_block_lands_on_the_request_after_the_tool_call(self):
+        self.install()
+        self.configure_slow_recall()
+        proc = self.run_prime(SLOW_PROMPT)
+        self.assertIn("done: Stored", proc.stdout)
+        first, second = self.llm.chat_requests
+        self.assertEqual(recall_blocks(first), [])  # not ready in time: the request went on without it
+        self.assertRecalledOnce(second)
+        [session] = self.sessions()
+        self.assertNoRecallPersisted(session)
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["late"])
+        self.llm.clear()
+        self.run_prime("hello")  # Qdrant's breaker opened on three slow calls: this turn skips it
+        [request] = self.llm.chat_requests
+        self.assertEqual(recall_blocks(request), [])
+        self.assertEqual([e["outcome"] for e in self.recall_log()], ["skipped", "late"])
+        self.assertEqual(len(self.embeddings.inputs), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,10 @@
-"""Seeded fuzz of ``python3 -m qmem.mcp`` and ``python3 -m qmem.bridge`` over real pipes.
+"""Seeded fuzz of ``python3 -m qmem.mcp`` (in both MCP eras) and ``python3 -m qmem.bridge`` over real pipes.
+
+The MCP server is fuzzed twice: on a handshake connection (``initialize`` at 2025-03-26, the
+version with batches) and on a 2026-07-28 connection opened by ``server/discover``, where
+requests carry ``_meta`` envelopes that are mostly right and sometimes lack a key, name another
+version or hold a bad capabilities value, modern and removed methods (``ping``, ``initialize``)
+are mixed in, and every batch is one error.
 
 Each process reads rounds of generated lines: every JSON type at every position, nesting up
 to 5,000 levels, huge strings and ids, invalid UTF-8, NaN and Infinity, integers too long
@@ -34,6 +40,7 @@ SEED = int(os.environ.get("QMEM_FUZZ_SEED", "22"))
 ROUNDS = 10
 LINES_PER_ROUND = 210
 MCP_VERSION = "2025-03-26"  # the version with batches: the richer path (later ones refuse them)
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 TOO_DEEP = 1_500  # nests this deep or deeper are beyond the parser; others stay under 400
 
 
@@ -82,6 +89,8 @@ class Generator:
     def __init__(self, rng: random.Random, protocol: str) -> None:
         self.rng = rng
         self.protocol = protocol
+        self.mcp = protocol in ("mcp", "mcp-modern")
+        self.modern = protocol == "mcp-modern"  # a 2026-07-28 connection: envelopes, no batches
         self.count = 0
         self.sent_ids: list[bytes] = []  # valid ids already sent, as JSON text (targets for cancels)
         self.stores = 0
@@ -134,6 +143,18 @@ class Generator:
             return b"[" + b",".join(self.value(flags, depth + 1) for _ in range(rng.randrange(4))) + b"]"
         return self.object([(self.string(6), self.value(flags, depth + 1)) for _ in range(rng.randrange(4))])
 
+    def envelope(self) -> bytes:
+        """A 2026-07-28 ``_meta``: mostly right, sometimes lacking a key or naming another version."""
+        rng = self.rng
+        version = rng.choice([b'"2026-07-28"'] * 6 + [b'"2025-11-25"', b'"2099-01-01"', b"7", self.string()])
+        members = [(b'"io.modelcontextprotocol/protocolVersion"', version)]
+        if rng.random() < 0.9:
+            members.append((b'"io.modelcontextprotocol/clientCapabilities"',
+                            b"{}" if rng.random() < 0.9 else self.value(Flags(), 3)))
+        if rng.random() < 0.5:
+            members.append((b'"io.modelcontextprotocol/clientInfo"', b'{"name":"fuzz","version":"1"}'))
+        return self.object(members)
+
     def object(self, members: list[tuple[bytes, bytes]]) -> bytes:
         space = self.rng.choice([b"", b"", b" "])
         return b"{" + (b"," + space).join(key + b":" + space + value for key, value in members) + b"}"
@@ -157,11 +178,11 @@ class Generator:
     def answer_for(self, id_data: bytes | None, unreadable: bool) -> list[tuple[str, str]]:
         """The answers a message with this ``id`` (None: no id member) must get."""
         if id_data is None:
-            return [NULL] if unreadable and self.protocol == "mcp" else []
+            return [NULL] if unreadable and self.mcp else []
         value = parse_fragment(id_data)
         if is_id(value):
             return [id_key(value)]
-        if self.protocol == "mcp":
+        if self.mcp:
             return [NULL]
         if unreadable:  # the bridge reads the id of an unreadable line only when it is a scalar
             scalar = not isinstance(value, (list, dict))
@@ -174,7 +195,7 @@ class Generator:
         rng = self.rng
         members = []
         inner = Flags()  # what the params hold: counts only if they are sent
-        if self.protocol == "mcp":
+        if self.mcp:
             method = rng.choice([b'"ping"', b'"tools/list"', b'"tools/call"', b'"tools/call"', b'"resources/list"',
                                  b'"notifications/cancelled"', None]) or self.scalar(flags)
             if method == b'"tools/call"' and rng.random() < 0.7:
@@ -183,7 +204,13 @@ class Generator:
                 arguments = self.object([(rng.choice([b'"query"', b'"text"', b'"id"', b'"project_id"', b'"top_k"',
                                                       None]) or self.string(5), self.value(inner, 1))
                                          for _ in range(rng.randrange(4))])
-                params = self.object([(b'"name"', name), (b'"arguments"', arguments)])
+                pairs = [(b'"name"', name), (b'"arguments"', arguments)]
+                if self.modern and rng.random() < 0.8:
+                    pairs.append((b'"_meta"', self.envelope()))
+                params = self.object(pairs)
+            elif self.modern and rng.random() < 0.4:  # a modern method, usually with its envelope
+                method = rng.choice([b'"server/discover"', b'"tools/list"', b'"initialize"', b'"ping"'])
+                params = self.object([(b'"_meta"', self.envelope())] if rng.random() < 0.8 else [])
             else:
                 params = self.value(inner)
         else:
@@ -205,14 +232,14 @@ class Generator:
             members.append((b'"params"', params))
             flags.non_finite |= inner.non_finite
             flags.too_deep |= inner.too_deep
-        if self.protocol == "mcp":
+        if self.mcp:
             members.append((b'"jsonrpc"', b'"2.0"' if rng.random() < 0.9 else self.value(flags, 1)))
         return members
 
     def cancel(self, flags: Flags) -> list[tuple[bytes, bytes]]:
         rng = self.rng
         target = rng.choice(self.sent_ids[-20:] or [b"1"]) if rng.random() < 0.6 else self.bad_id(flags)
-        if self.protocol == "mcp":
+        if self.mcp:
             return [(b'"jsonrpc"', b'"2.0"'), (b'"method"', b'"notifications/cancelled"'),
                     (b'"params"', self.object([(b'"requestId"', target)]))]
         if rng.random() < 0.3:  # the answer to a dialog nobody opened
@@ -244,9 +271,11 @@ class Generator:
         text = f"fuzz memory {self.stores} token{SEED}x{self.stores}q"
         id_data = f'"store-{self.stores}"'.encode()
         args = {"text": text, "project_id": "fuzz"}
-        if self.protocol == "mcp":
+        if self.mcp:
             message = {"jsonrpc": "2.0", "id": f"store-{self.stores}", "method": "tools/call",
                        "params": {"name": "qmem_store", "arguments": args}}
+            if self.modern:
+                message["params"]["_meta"] = ENVELOPE
         else:
             message = {"id": f"store-{self.stores}", "method": "tool", "params": {"name": "qmem_store", "args": args}}
         key = id_key(f"store-{self.stores}")
@@ -261,7 +290,7 @@ class Generator:
             return self.store()
         if roll < 0.14:  # not JSON at all (never shaped like an object)
             data = b"#" + rng.choice([b"", b"\xff\xfe", b"{", b'"id":1}']) + self.string()
-            return Line(data, [NULL] if self.protocol == "mcp" else [])
+            return Line(data, [NULL] if self.mcp else [])
         if roll < 0.20:  # JSON, but not an object
             if rng.random() < 0.6:
                 data = self.value(flags)
@@ -275,7 +304,7 @@ class Generator:
         if roll < 0.30:  # a truncated message: not JSON, not readable
             data, _ = self.message(Flags(), "request")
             data = data[:rng.randrange(1, len(data) - 1)]
-            return Line(data, [NULL] if self.protocol == "mcp" else [])
+            return Line(data, [NULL] if self.mcp else [])
         kind = rng.choice(["request", "request", "request", "bad id", "note", "cancel", "cancel with id"])
         data, id_data = self.message(flags, kind)
         unreadable = flags.non_finite or flags.too_deep
@@ -292,8 +321,8 @@ class Generator:
             return []  # an object without id: a notification, however odd
         if not isinstance(parsed, list):
             return [NULL]
-        if not parsed:
-            return [NULL]  # an empty batch: one error
+        if not parsed or self.modern:
+            return [NULL]  # an empty batch, or any batch in the modern era: one error
         answers = []
         for item in parsed:
             if not isinstance(item, dict):
@@ -337,17 +366,19 @@ class ProtocolFuzzTests(GatewayTestCase):
         self.embeddings.clear()
         self.embeddings.inject(Fault.hang())  # until the recall's own 1.5 s budget ends it
         since = len(peer.messages)  # id 1 may have been used before: its answer was read
-        if protocol == "mcp":
-            peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "memory_search", "arguments": {"query": "probe"}}})
+        if protocol.startswith("mcp"):
+            params = {"name": "memory_search", "arguments": {"query": "probe"}}
+            if protocol == "mcp-modern":
+                params["_meta"] = ENVELOPE
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
         else:
             peer.send({"id": 1, "method": "tool", "params": {"name": "memory_search", "args": {"query": "probe"}}})
         self.assertTrue(self.embeddings.wait_for_requests(1, timeout=60))
         for wrong in (True, 1.0, "1", [1], {"1": 1}):
             peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": wrong}}
-                      if protocol == "mcp" else {"method": "cancel", "params": {"id": wrong}})
+                      if protocol.startswith("mcp") else {"method": "cancel", "params": {"id": wrong}})
         answer = peer.answer(1, timeout=120, since=since)
-        said = answer["result"]["content"][0]["text"] if protocol == "mcp" else answer["error"]["message"]
+        said = answer["result"]["content"][0]["text"] if protocol.startswith("mcp") else answer["error"]["message"]
         self.assertEqual(said, SENTENCES["timeout"], "a cancel for another id stopped request 1")
 
     def fuzz(self, module: str, protocol: str) -> None:
@@ -358,6 +389,11 @@ class ProtocolFuzzTests(GatewayTestCase):
         if protocol == "mcp":
             peer.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
                 "protocolVersion": MCP_VERSION, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}})
+            expected = Counter([id_key("init")])
+        elif protocol == "mcp-modern":  # the era opens with an accepted envelope
+            peer.send({"jsonrpc": "2.0", "id": "init", "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            opened = peer.answer("init", timeout=120)
+            self.assertEqual(opened["result"]["supportedVersions"], ["2026-07-28"])
             expected = Counter([id_key("init")])
         else:
             peer.send({"id": "start", "method": "session_start", "params": {
@@ -378,8 +414,11 @@ class ProtocolFuzzTests(GatewayTestCase):
             if round_number == ROUNDS:
                 break  # the last round ends at once, with its requests still running or waiting
             ping = f"ping-{round_number}"
-            peer.send({"jsonrpc": "2.0", "id": ping, "method": "ping"} if protocol == "mcp"
-                      else {"id": ping, "method": "ping"})
+            if protocol == "mcp-modern":  # ping is gone from this era: tools/list is the liveness probe
+                peer.send({"jsonrpc": "2.0", "id": ping, "method": "tools/list", "params": {"_meta": ENVELOPE}})
+            else:
+                peer.send({"jsonrpc": "2.0", "id": ping, "method": "ping"} if protocol == "mcp"
+                          else {"id": ping, "method": "ping"})
             expected[id_key(ping)] += 1
             peer.answer(ping, timeout=120)  # alive, and reading
             if protocol == "bridge":  # answers come as requests finish, the ping's perhaps first
@@ -406,6 +445,15 @@ class ProtocolFuzzTests(GatewayTestCase):
                     if isinstance(m, dict) and m.get("error", {}).get("category") == "internal"]
         self.assertEqual(internal, [])  # the bridge's answer for a bug
         self.check_stores(done.messages, stores, protocol)
+        if protocol == "mcp-modern":  # the modern paths were really taken, refusals included
+            answers = [m for m in done.messages if isinstance(m, dict)]
+            codes = Counter(m["error"]["code"] for m in answers if "error" in m)
+            complete = [m for m in answers if m.get("result", {}).get("resultType") == "complete"]
+            self.assertGreater(len(complete), 100, codes)
+            self.assertTrue(all(m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "qmem"
+                                for m in complete))
+            self.assertGreater(codes[-32022], 5, codes)  # another version, and initialize on this connection
+            self.assertGreater(codes[-32602], 5, codes)  # an envelope lacking a key, or none
 
     def assertAnswered(self, expected: Counter, got: Counter, when: str) -> None:
         self.assertEqual(shown(got - expected), [], f"{when}: answers nobody asked for")
@@ -419,7 +467,7 @@ class ProtocolFuzzTests(GatewayTestCase):
         kinds = Counter()
         for key, text in stores.items():
             answer = answers[key]
-            if protocol == "mcp":
+            if protocol.startswith("mcp"):
                 result = answer["result"]
                 said = result["content"][0]["text"]
                 ok = not result["isError"] and said.startswith(("Stored:", "Queued locally"))
@@ -427,7 +475,8 @@ class ProtocolFuzzTests(GatewayTestCase):
                 details = answer.get("result", {}).get("details", {})
                 ok = bool(details.get("shared") or details.get("queued"))
             (kept if ok else refused).append(text)
-            kinds[said.split()[0] if protocol == "mcp" else "shared" if ok and details.get("shared") else "other"] += 1
+            mcp = protocol.startswith("mcp")
+            kinds[said.split()[0] if mcp else "shared" if ok and details.get("shared") else "other"] += 1
         self.assertGreater(len(kept), 10)
         self.assertTrue(kinds["Stored:"] or kinds["shared"], kinds)  # the gateway took some
         self.assertTrue(kinds["Queued"] or len(kept) > kinds["shared"], kinds)  # and failed on others
@@ -442,6 +491,10 @@ class ProtocolFuzzTests(GatewayTestCase):
     def test_mcp_server(self):
         with self.subTest(seed=SEED):
             self.fuzz(MCP, "mcp")
+
+    def test_mcp_server_in_the_2026_era(self):
+        with self.subTest(seed=SEED):
+            self.fuzz(MCP, "mcp-modern")
 
     def test_bridge(self):
         with self.subTest(seed=SEED):

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import tomllib
 import unittest
 from pathlib import Path
@@ -48,6 +49,8 @@ ADMIN_KEY = "admin-key"
 PYTHONS = {"3.11+": {"minimum": (3, 11)}, "3.10": {"exactly": (3, 10)}}
 #: The names a project could hold that runpy does not import before qmem: the entry modules' guard keeps them out.
 AFTER_RUNPY = ("json", "uuid", "queue", "secrets", "random", "signal", "sqlite3", "http")
+#: What the bridge imports first, and ``__future__``: no entry may import them before its guard.
+BRIDGE_FIRST = ("dataclasses", "threading", "__future__")
 
 
 class ShadowTestCase(unittest.TestCase):
@@ -156,6 +159,53 @@ class CliTests(ShadowTestCase):
                                  ("qmem.admin", ["status"]), ("qmem.mcp", ["--version"])):
                 with self.subTest(python=label, module=module):
                     self.assertAnswers([str(python), "-m", module, *args])
+
+    def test_the_bridge_started_directly_in_a_project_imports_nothing_from_it(self):
+        """`python3 -m qmem.bridge` run by hand in a project (not through index.js): the same guard as the others.
+
+        The bridge's own first imports (``dataclasses``, ``concurrent``, ``threading``) and ``__future__``
+        (which an entry must not import before its guard) are shadowed besides the names qmem uses later."""
+        shutil.rmtree(self.project)
+        make_shadow_project(self.project, self.markers, AFTER_RUNPY + BRIDGE_FIRST)
+        for label in PYTHONS:
+            python = self.python(label)
+            with self.subTest(python=label):
+                requests = [{"id": 0, "method": "session_start", "params": {"cwd": str(self.project), "loaded": None}},
+                            {"id": 1, "method": "tool", "params": {"name": "qmem_store", "args": {
+                                "text": f"stored by a bridge in a shadow project ({label})", "project_id": "shadowproj"}}},
+                            {"id": 2, "method": "tool", "params": {"name": "qmem_search", "args": {"query": "shadow"}}}]
+                answers = self.converse([str(python), "-m", "qmem.bridge"], requests)
+                self.assertNothingImported()
+                for request_id in (1, 2):
+                    self.assertIn("result", answers[request_id], answers[request_id])
+
+    def converse(self, argv: list[str], requests: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+        """Send each request once the previous one is answered, then shutdown; the answers by id."""
+        env = dict(self.env, PYTHONPATH=str(REPO))
+        proc = subprocess.Popen(argv, cwd=self.project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        watchdog = threading.Timer(120, proc.kill)  # a bridge that stops answering fails the test, never hangs it
+        watchdog.start()
+        answers: dict[Any, dict[str, Any]] = {}
+        try:
+            for request in [*requests, {"id": "end", "method": "shutdown"}]:
+                proc.stdin.write(json.dumps(request) + "\n")
+                proc.stdin.flush()
+                while request["id"] not in answers:
+                    line = proc.stdout.readline()
+                    if not line:
+                        self.fail(f"the bridge closed stdout: {proc.stderr.read()[-2000:]}")
+                    message = json.loads(line)
+                    if "id" in message:
+                        answers[message["id"]] = message
+            self.assertEqual(proc.wait(), 0)
+        finally:
+            watchdog.cancel()
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                stream.close()
+        return answers
 
     def test_plain_dash_m_in_a_project_is_not_safe(self):
         """Why the README gives other forms: before any qmem code runs, `-m` imports from the project."""

@@ -5,6 +5,7 @@ import ssl
 import subprocess
 import threading
 import unittest
+import unittest.mock
 
 from qmem.clients.transport import HttpClient, TransportError, parse_retry_after
 
@@ -153,6 +154,61 @@ class DeadlineTests(unittest.TestCase):
         # Per-read timeouts alone would never fire (a byte every 10 ms) and the drip would end, after
         # ~10 s, in a cut-off answer: only the total deadline gives a header timeout.
         self.assertEqual(caught.exception.kind, "header_timeout")
+
+
+class NameResolutionTests(unittest.TestCase):
+    """A lookup that never returns (a name server that does not answer) is bounded by the deadline.
+
+    The system resolver is replaced by one that blocks until the test ends: no name server is
+    needed, and nothing leaves the machine."""
+
+    def setUp(self):
+        self.release = threading.Event()
+        self.addCleanup(self.release.set)
+        real = socket.getaddrinfo
+        self.lookups = []
+
+        def hanging(host, *args, **kwargs):
+            if host == "hangs.invalid":
+                self.lookups.append(host)
+                self.release.wait(60)
+                raise socket.gaierror("released")
+            return real(host, *args, **kwargs)
+
+        patcher = unittest.mock.patch("socket.getaddrinfo", hanging)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def request(self, **kwargs):
+        box = []
+
+        def run():
+            try:
+                HttpClient("http://hangs.invalid:9", connect_timeout=0.2, body_timeout=0.2).request("GET", "/", **kwargs)
+            except TransportError as exc:
+                box.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(30)  # a watchdog far above the 0.2 s deadline: without the bound the lookup holds it for 60 s
+        self.assertFalse(thread.is_alive(), "the lookup was not bounded by the deadline")
+        return box[0]
+
+    def test_a_hanging_lookup_ends_at_the_deadline_as_a_dns_failure(self):
+        error = self.request()
+        self.assertEqual((error.kind, error.sent, error.definitive), ("dns", False, True))
+        self.assertEqual(self.lookups, ["hangs.invalid"])
+
+    def test_a_hanging_lookup_ends_at_the_budget_and_at_a_cancel(self):
+        self.assertEqual(self.request(budget=0.05).kind, "dns")
+        cancel = threading.Event()
+        cancel.set()
+        self.assertEqual(self.request(cancel=cancel).kind, "cancelled")
+
+    def test_an_address_needs_no_lookup(self):
+        with FakeGateway() as gateway, HttpClient(gateway.url, connect_timeout=2, body_timeout=2) as client:
+            self.assertEqual(client.request("GET", "/v1/status").status, 401)  # answered: no key was sent
+        self.assertEqual(self.lookups, [])  # the hanging resolver was never asked
 
 
 class TlsTests(unittest.TestCase):

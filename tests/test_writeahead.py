@@ -3,8 +3,9 @@
 A process killed mid-request leaves the record pending for the next flush, which sends it
 under the key the first attempt carried (the gateway keeps one record); a flush in another
 process does not send a record a live store holds; once settled, the index holds exactly
-what a store that was never queued leaves (accepted), or nothing (refused, duplicate, not
-to be queued).
+what a queued store leaves once a flush sent it (accepted: a synced outbox record, counted
+as synced by ``queue``, ``status`` and doctor alike), or nothing (refused, duplicate, not to
+be queued).
 """
 
 import json
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 
-from qmem.localdb.record import Observation, observation_from_record
+from qmem.localdb.record import observation_from_record
 from qmem.store import ToolError, qmem_correct, qmem_store
 
 from .fakes import Fault, refused_url
@@ -115,50 +116,57 @@ class HeldWhileInFlightTests(WriteAheadTestCase):
         self.assertEqual(proc.returncode, 0, err)
         record_id = self.gateway.live_records()[0]["id"]
         self.assertEqual(out, f"Stored: {record_id} (shared through the Memory Gateway).\n")
-        self.assertEqual(self.queue()["counts"], {"pending": 0, "synced": 0, "duplicate": 0, "failed": 0})
+        self.assertEqual(self.queue()["counts"], {"pending": 0, "synced": 1, "duplicate": 0, "failed": 0})
         self.assertEqual([(r["id"], r["state"]) for r in rows(self.index_path())], [(record_id, "synced")])
 
 
 class SettledTests(WriteAheadTestCase):
-    """What each answer leaves in the index; ``old_path`` is what a store that was never queued
-    wrote (the store before it was written ahead): the gateway's answer, learned."""
+    """What each answer leaves in the index: accepted, the row a queued store leaves once flushed."""
 
-    def old_path(self, result, tool, target=None):
-        """The rows a store never queued leaves, in an index of their own: (record row, target row)."""
-        self.env["QMEM_SQLITE"] = str(self.home / "old-path.sqlite")
-        rt = self.runtime()
-        if target is not None:
-            rt.index.learn([observation_from_record(self.gateway.get(target), coverage="full", state="synced",
-                                                    tool="qmem_get")])
-        stored = result.details["record"]
-        learned = [observation_from_record(stored, coverage="full", state="synced", tool=tool)]
-        if target is not None:
-            learned.append(Observation(id=target, superseded_by=stored["id"], state="synced",
-                                       supersede_reason=stored.get("supersede_reason"), tool=tool))
-        rt.index.learn(learned)
-        path = str(rt.index.path)
-        rt.close()
-        del self.env["QMEM_SQLITE"]
-        return [rows(path, "id = ?", stored["id"])[0]] + ([rows(path, "id = ?", target)[0]] if target else [])
+    def flushed_path(self, arguments):
+        """The row the same store leaves queued and then flushed, in an index and a gateway of their own."""
+        from .fakes import FakeGateway
 
-    def assertSameRows(self, mine, old):
-        ignore = ("learned_at",)  # when this index learned it: the one value that may differ
+        other = FakeGateway(api_key=self.API_KEY).start()
+        self.addCleanup(other.stop)
+        self.env["QMEM_SQLITE"] = str(self.home / "flushed.sqlite")
+        self.configure(other.url)
+        try:
+            rt = self.runtime()
+            qmem_store(rt, arguments, queue_only=True)
+            from qmem.sync import flush
+
+            self.assertEqual(flush(rt).synced, 1)
+            path = str(rt.index.path)
+            rt.close()
+        finally:
+            del self.env["QMEM_SQLITE"]
+            self.configure()
+        return rows(path)
+
+    def assertSameRows(self, mine, flushed):
+        # Which ids, and when: the values that differ between two gateways and two runs.
+        ignore = ("rowid", "id", "local_id", "created_at", "learned_at")
         self.assertEqual([{k: v for k, v in row.items() if k not in ignore} for row in mine],
-                         [{k: v for k, v in row.items() if k not in ignore} for row in old])
+                         [{k: v for k, v in row.items() if k not in ignore} for row in flushed])
 
-    def test_an_accepted_store_leaves_the_row_a_store_never_queued_leaves(self):
+    def test_an_accepted_store_leaves_the_row_a_flushed_store_leaves(self):
         rt = self.runtime()
-        result = qmem_store(rt, {"text": TEXT, "project_id": "p", "kind": "decision", "scope": "team",
-                                 "source": "review", "expires_at": "2999-01-01T00:00:00Z"})
+        arguments = {"text": TEXT, "project_id": "p", "kind": "decision", "scope": "team", "source": "review",
+                     "expires_at": "2999-01-01T00:00:00Z"}
+        result = qmem_store(rt, arguments)
         record_id = result.details["record"]["id"]
         mine = rows(self.index_path())
         self.assertEqual(len(mine), 1)
-        self.assertIsNone(mine[0]["local_id"])  # not an outbox row
+        key = self.posts()[0].header("idempotency-key")
+        self.assertEqual((mine[0]["id"], mine[0]["local_id"]), (record_id, key))  # a synced outbox row
         self.assertEqual((mine[0]["state"], mine[0]["coverage"], mine[0]["tool"]), ("synced", "full", "qmem_store"))
-        self.assertSameRows(mine, self.old_path(result, "qmem_store"))
+        self.assertEqual((mine[0]["claim_token"], mine[0]["claim_until"]), (None, None))
+        self.assertSameRows(mine, self.flushed_path(arguments))
         self.assertEqual(record_id, self.gateway.live_records()[0]["id"])
+        self.assertEqual(self.queue()["counts"]["synced"], 1)
 
-    def test_an_accepted_correction_marks_its_target_as_a_store_never_queued_did(self):
+    def test_an_accepted_correction_marks_its_target(self):
         target = self.gateway.add_record("Deploys are frozen on Thursdays", "decision", "p")["id"]
         rt = self.runtime()
         rt.index.learn([observation_from_record(self.gateway.get(target), coverage="full", state="synced",
@@ -170,8 +178,10 @@ class SettledTests(WriteAheadTestCase):
         path = self.index_path()
         mine = rows(path, "id = ?", record_id) + rows(path, "id = ?", target)
         self.assertEqual((mine[1]["superseded_by"], mine[1]["supersede_reason"]), (record_id, "moved to Friday"))
-        self.assertSameRows(mine, self.old_path(result, "qmem_correct", target))
+        self.assertEqual((mine[0]["state"], mine[0]["supersedes_id"], mine[0]["supersede_reason"]),
+                         ("synced", target, "moved to Friday"))
         self.assertEqual(len(rows(path)), 2)
+        self.assertEqual([r.id for r in rt.index.find("Friday").records], [record_id])
 
     def test_a_correction_queued_while_its_target_was_in_flight_keeps_it_hidden(self):
         # The store is held at the gateway; meanwhile a correction of its local id is queued.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -66,6 +67,27 @@ class CommandParser(argparse.ArgumentParser):
 
     def print_help(self, file: TextIO | None = None) -> None:
         raise HelpRequested(self.format_help())
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every add_argument (to check the metavar), and a formatter
+        # without a width imports shutil (and with it bz2, lzma, fnmatch) for the terminal's size:
+        # the same width, found the way shutil.get_terminal_size finds it, costs none of that.
+        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)
+
+
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` gives it: ``$COLUMNS``,
+    else the size of stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def examples(*lines: str) -> str:

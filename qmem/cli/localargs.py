@@ -1,8 +1,8 @@
 """``python3 -m qmem.local``'s command line: the parser, with every command's options, help and examples.
 
 :func:`build_parser` describes the offline commands (``status``, ``import``, ``find``,
-``queue``, ``store``), the gateway commands (``flush``, ``enrich``, ``pull``, ``breaker``) and
-the setup commands (``doctor``, ``install``, ``uninstall``, ``mcp-config``); parsing does no
+``queue``, ``store``, ``forget``), the gateway commands (``flush``, ``enrich``, ``pull``, ``breaker``) and
+the setup commands (``doctor``, ``recall-log``, ``install``, ``uninstall``, ``mcp-config``); parsing does no
 I/O.  Only :mod:`qmem.local` uses this module.
 """
 
@@ -11,16 +11,22 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from ..localdb.outbox import QUEUE_LIMIT
 from ..localdb.search import MAX_FIND_LIMIT
-from ..records import KINDS
+from ..records import KINDS, QUEUE_LIMIT
 from .frontend import CommandParser, examples
 
 __all__ = ["PROG", "STORE_FLUSH_BUDGET_S", "build_parser"]
 
 PROG = "qmem-local"
-HOSTS = ("pi", "prime", "hermes")
+HOSTS = ("pi", "prime", "hermes", "claude", "codex")
 MCP_CLIENTS = ("claude", "codex", "hermes", "prime", "json")
+
+#: The most entries ``recall-log --limit`` shows (the file keeps fewer).
+MAX_LOG_LIMIT = 1000
+
+#: Every sub-command, in the order the help lists them.
+COMMAND_NAMES = ("status", "import", "find", "queue", "store", "forget", "flush", "enrich", "pull", "breaker",
+                 "doctor", "recall-log", "install", "uninstall", "mcp-config")
 
 #: After a successful ``store``, the CLI sends older queued records for at most this long.
 STORE_FLUSH_BUDGET_S = 2.0
@@ -36,7 +42,29 @@ def _limit(value: str) -> int:
     return number
 
 
-def build_parser() -> CommandParser:
+def _log_limit(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_LOG_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_LOG_LIMIT}")
+    return number
+
+
+class _Unbuilt:
+    """Stands for a sub-command's parser that this run does not need: its options go nowhere."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def build_parser(argv: list[str] | None = None) -> CommandParser:
+    """The parser; given the command line, only the sub-command it names is built (most of the
+    cost of building is the 14 other sub-parsers).  A line that names no known sub-command
+    first (``--help``, ``--version``, a typo) gets every sub-command, so its help and its
+    error are the full ones."""
+    only = argv[0] if argv and argv[0] in COMMAND_NAMES else None
     common = CommandParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (errors included)")
     parser = CommandParser(
@@ -50,6 +78,8 @@ def build_parser() -> CommandParser:
     sub.required = True
 
     def command(name: str, summary: str, description: str, *lines: str) -> CommandParser:
+        if only is not None and name != only:
+            return _Unbuilt()  # type: ignore[return-value]
         return sub.add_parser(name, parents=[common], help=summary, description=description,
                               epilog=examples(*lines))
 
@@ -125,6 +155,17 @@ def build_parser() -> CommandParser:
     store.add_argument("--reason", help="why it corrects that record (with --supersedes)")
     store.add_argument("--queue-only", action="store_true", help="only queue it locally; do not contact the gateway")
 
+    # forget: take records back from this machine
+    forget = command("forget", "remove records from this machine; a queued one is never sent",
+                     "Remove records from the local index for good (the freed space is overwritten). A record "
+                     "still queued leaves the outbox too, so it never leaves this machine. A record already at "
+                     "the Memory Gateway loses only its local copy: the shared copy stays, readable by every "
+                     "agent, and only a gateway administrator can delete it. Ids are gateway or local ids "
+                     "(`find` and `queue` show them); --dry-run says what would go and changes nothing.",
+                     "python3 -m qmem.local forget ID --dry-run", "python3 -m qmem.local forget ID ID2")
+    forget.add_argument("ids", nargs="+", metavar="ID", help="the records to forget (gateway or local ids)")
+    forget.add_argument("--dry-run", action="store_true", help="say what would be forgotten; change nothing")
+
     command("flush", "send queued records to the gateway now",
             "Send the outbox to the Memory Gateway. Exit 1 when it stops with records left (gateway "
             "unreachable, breaker open, API key refused); the report says how many.",
@@ -153,23 +194,39 @@ def build_parser() -> CommandParser:
             "circuit breakers, which are shown as they are. Exit 1 when anything configured is unhealthy.",
             "python3 -m qmem.local doctor", "python3 -m qmem.local doctor --json")
 
+    recall_log = command("recall-log", "what automatic recall did, newest first",
+                         "The recent automatic recalls, newest first: time, host, per lane its outcome and hits, "
+                         "the record ids with their scores, the characters delivered, how long the first LLM "
+                         "request waited and how long the recall took, and the outcome: delivered, late (joined "
+                         "a later request of the prompt), lost (ready too late for any request), none (nothing "
+                         "eligible), skipped (a breaker was open, or the prompt held a credential) or failed "
+                         "(with its category). Ids and numbers only: never a prompt, a query, memory text or a "
+                         "vector. The file (recall-log.jsonl in the data directory, readable only by you) keeps "
+                         "at most 256 KiB.",
+                         "python3 -m qmem.local recall-log", "python3 -m qmem.local recall-log --limit 5 --json")
+    recall_log.add_argument("--limit", type=_log_limit, default=20,
+                            help=f"at most this many entries, 1 to {MAX_LOG_LIMIT} (default 20)")
+
     for name, verb in (("install", "install"), ("uninstall", "remove")):
-        summary = (f"{verb} qmem in pi, Prime or Hermes" if name == "install"
-                   else "remove what install put into pi, Prime or Hermes")
+        summary = (f"{verb} qmem in pi, Prime, Hermes, Claude Code or Codex" if name == "install"
+                   else "remove what install put into pi, Prime, Hermes, Claude Code or Codex")
         description = (
             "Link (default) or copy this qmem folder into the host's extensions directory as `qmem` "
             "(~/.pi/agent/extensions, ~/.prime/agent/extensions, ~/.hermes/plugins; PI_CODING_AGENT_DIR, "
             "PRIME_AGENT_CODING_AGENT_DIR and HERMES_HOME move them), creating the directory. For Hermes it "
             "also enables the plugin in config.yaml, or prints the command that does. Running it again "
             "changes nothing; an existing folder or link that is not qmem is never replaced. "
-            "`install --copy` again updates a copy."
+            "`install --copy` again updates a copy. Claude Code and Codex: run the host's own commands "
+            "(plugin marketplace add <this repository>, then plugin install / plugin add qmem@qmem) and check that "
+            "qmem's MCP server starts from the host's copy."
             if name == "install" else
             "Remove the link or the copy that install made (never a folder with files qmem does not know); "
             "for Hermes also take qmem out of plugins.enabled. Your memories stay in the data directory "
-            "(records still queued live only there).")
+            "(records still queued live only there). Claude Code and Codex: run the host's own uninstall and "
+            "marketplace remove, then remove the copy and folders the host leaves behind.")
         cmd = command(name, summary, description, f"python3 -m qmem.local {name} pi",
                       f"python3 -m qmem.local {name} hermes" + (" --copy" if name == "install" else ""))
-        cmd.add_argument("host", choices=HOSTS, help="the host: pi, prime or hermes")
+        cmd.add_argument("host", choices=HOSTS, help="the host: pi, prime, hermes, claude or codex")
         if name == "install":
             cmd.add_argument("--copy", action="store_true",
                              help="copy the folder instead of linking it (a copy does not follow this checkout; "

@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..localdb.outbox import QUEUED_NOT_SHARED
+from ..records import QUEUED_NOT_SHARED
 from ..localdb.record import Record
 
 if TYPE_CHECKING:  # only named: the values are made by the commands
     from ..localindex import IndexStatus
     from ..localdb.search import FindResult
-    from ..localdb.outbox import QueueReport
+    from ..localdb.outbox import ForgetReport
+    from ..localindex import QueueReport
     from ..localdb.sessionimport import ImportReport
 
-__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import"]
+__all__ = ["render_find", "render_status", "render_queue", "render_retried", "render_import", "render_forget",
+           "render_recall_log"]
 
 
 def _short_time(value: str | None) -> str:
@@ -130,13 +132,31 @@ def render_retried(records: Sequence[Record]) -> str:
             f"first)")
 
 
+def render_forget(report: ForgetReport) -> str:
+    """One line per record (what forgetting it means for a shared copy), then the sum."""
+    lines = []
+    for record in report.records:
+        _, sentence = report.meaning(record)
+        lines.append(f"{'would forget' if report.dry_run else 'forgot'} {record.id} [{record.kind or '?'}] "
+                     f"{record.project_id or '?'}: {sentence}")
+    if report.dry_run:
+        lines.append("dry run: nothing was changed (run it again without --dry-run)")
+    if report.shared_copies:
+        count = report.shared_copies
+        lines.append(f"{count} record{'s are' if count != 1 else ' is'} (or may be) still shared on the Memory "
+                     f"Gateway: ask its administrator to delete {'them' if count != 1 else 'it'} there")
+    return "\n".join(lines)
+
+
 _ROOT_NAMES = {"pi": "pi sessions", "prime": "Prime sessions", "pi-session-dir": "PI_CODING_AGENT_SESSION_DIR"}
 
 
 def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -> str:
     line = (f"{report.files} session files: {report.read} read ({report.reread} from the start), "
             f"{report.unchanged} unchanged; records added {report.records_added}, updated "
-            f"{report.records_updated}; queued writes restored {report.queued_restored}")
+            f"{report.records_updated}; queued writes restored {report.queued_restored}"
+            + (f" ({report.queued_refused} kept as failed, never sent: `python3 -m qmem.local queue` says why)"
+               if report.queued_refused else ""))
     skipped = {"malformed lines": report.malformed_lines, "unknown entries": report.unknown_entries,
                "non-UTF-8 lines": report.non_utf8_lines, "incomplete last lines": report.incomplete_last_lines,
                "unreadable files": report.unreadable}
@@ -148,3 +168,27 @@ def render_import(report: ImportReport, looked: Sequence[dict[str, Any]] = ()) -
         text += f"\nlooked in: {where} (`python3 -m qmem.local doctor` shows the directories)"
     return text
 
+
+
+def _recall_outcome(entry: dict[str, Any]) -> str:
+    outcome = str(entry.get("outcome"))
+    return f"{outcome} ({entry['category']})" if entry.get("category") else outcome
+
+
+def render_recall_log(entries: Sequence[dict[str, Any]], file_name: str) -> str:
+    """The recall log, newest first: one line per recall, then its record ids (ids and numbers only)."""
+    if not entries:
+        return f"no automatic recall recorded yet ({file_name} in the data directory)"
+    lines = []
+    for entry in entries:
+        lanes = entry.get("lanes") if isinstance(entry.get("lanes"), dict) else {}
+        lane_text = ", ".join(f"{lane} {info.get('outcome')} ({info.get('hits')} eligible)"
+                              for lane, info in lanes.items() if isinstance(info, dict))
+        lines.append(f"{entry.get('time')}  {entry.get('host') or '?'}  {_recall_outcome(entry)}  "
+                     f"waited {entry.get('wait_ms')} ms, recall took {entry.get('total_ms')} ms, "
+                     f"{entry.get('chars')} chars  [{lane_text}]")
+        ids = [item for item in entry.get("ids") or [] if isinstance(item, dict)]
+        if ids:
+            lines.append("    " + ", ".join(f"{item.get('id')} ({item.get('lane')} {item.get('score')})"
+                                            for item in ids))
+    return "\n".join(lines)

@@ -4,7 +4,7 @@
 with ``Authorization: Bearer $QMEM_EMBEDDING_API_KEY`` when a key is set, and returns
 the vector as floats — every element finite, or :class:`EmbeddingError`.  The caller
 checks the dimension against the collection before searching.  Errors carry a category
-(``embedding``, ``timeout``, ``parsing``, ``refused_key`` for a 401/403) and never the URL,
+(``embedding``, ``timeout``, ``parsing``, ``refused_key`` for a 401/403, ``breaker_open``) and never the URL,
 the key, the text or a body.
 """
 
@@ -14,7 +14,7 @@ import math
 import threading
 from typing import Any
 
-from ..breaker import Breaker
+from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
 from .transport import HttpClient, TransportError
 
@@ -29,12 +29,13 @@ class EmbeddingError(QmemError):
 
 class EmbeddingsClient:
     def __init__(self, base_url: str, model: str, *, api_key: str | None, timeout_s: float,
-                 breaker: Breaker | None = None) -> None:
+                 breaker: Breaker | None = None, slow_s: float | None = None) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = HttpClient(base_url, connect_timeout=timeout_s, body_timeout=timeout_s, headers=headers,
                                 service="embeddings service")
         self._model = model
         self._breaker = breaker
+        self._slow_s = slow_s  # an answer slower than this counts toward the breaker like a failure
 
     def close(self) -> None:
         self._http.close()
@@ -43,20 +44,30 @@ class EmbeddingsClient:
         """The embedding of ``text``."""
         breaker = self._breaker
         if breaker is not None and not breaker.check().allowed:
-            raise EmbeddingError("the embeddings service is marked unreachable (circuit breaker open)")
+            raise EmbeddingError("the embeddings service is marked unreachable (circuit breaker open)",
+                                 category="breaker_open")
         body = {"model": self._model, "input": text, "encoding_format": "float"}
+        watch = SlowCall(breaker, self._slow_s) if breaker is not None and self._slow_s is not None else None
+        failure: TransportError | None = None
         try:
             response = self._http.request("POST", "/embeddings", json_body=body, budget=budget, cancel=cancel)
         except TransportError as exc:
-            if exc.kind == "cancelled":
-                raise EmbeddingError(exc.message, category="cancellation") from None
-            if exc.kind == "encoding":
-                raise EmbeddingError(exc.message, category="parsing") from None  # nothing was sent
+            failure = exc
+        finally:
+            slow = watch.end() if watch is not None else False  # counted already, if it was
+        if failure is not None:
+            if failure.kind == "cancelled":
+                raise EmbeddingError(failure.message, category="cancellation") from None
+            if failure.kind == "encoding":
+                raise EmbeddingError(failure.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
-                breaker.definitive_failure() if exc.definitive else breaker.ambiguous_failure()
-            timeout = exc.kind in ("header_timeout", "body_timeout")
-            raise EmbeddingError(exc.message, category="timeout" if timeout else "embedding") from None
-        if breaker is not None:
+                if failure.definitive:
+                    breaker.definitive_failure()  # nobody answered: open now, slow or not
+                elif not slow:
+                    breaker.ambiguous_failure()
+            timeout = failure.kind in ("header_timeout", "body_timeout")
+            raise EmbeddingError(failure.message, category="timeout" if timeout else "embedding") from None
+        if breaker is not None and not slow:
             breaker.success()
         if response.status in (401, 403):
             raise EmbeddingError("the embeddings service refused the key (check QMEM_EMBEDDING_API_KEY)",

@@ -12,16 +12,29 @@ Promises:
   keys, preferred names and seed aliases alike — from the process environment, plus any value
   a caller adds (an HTTP client adds the key it sends).  Values are taken as
   :func:`qmem.config.credential` takes them: stripped, and absent when blank.
-* **Redaction.** :meth:`KnownKeys.redact` replaces every occurrence of a known value, and of
-  any :data:`PIECE`-character piece of one, with ``[redacted]``; overlapping or touching
-  occurrences become one marker.  :meth:`KnownKeys.redact_document` does the same to every
-  string, keys included, of a decoded JSON document.
+* **Every form a key comes back in.** A server can echo a key as it was sent, URL-encoded
+  (``quote`` and ``quote_plus``), as hexadecimal (either case) or inside base64 or base64url
+  of a longer text — at any of the three byte alignments, so the form searched for is the
+  run of base64 characters that only the key's bytes decide (:func:`encoded_forms`).  Each
+  form is searched for like the value itself.  (An echo cut in two is caught by its pieces.)
+* **Redaction.** :meth:`KnownKeys.redact` replaces every occurrence of a known value's forms,
+  and of any :data:`PIECE`-character piece of one, with ``[redacted]``; overlapping or
+  touching occurrences become one marker.  :meth:`KnownKeys.redact_document` does the same to
+  every string, keys included, of a decoded JSON document — except what a user wrote.
+* **A record stays what its author wrote.** The strings a record's author wrote — a
+  document's ``text`` and ``supersede_reason`` members, at any depth (a gateway record, a
+  recalled payload) — lose only *whole* occurrences of a long value or of one of its forms
+  (:meth:`KnownKeys.redact_whole`), never a piece: "Our staging test-gateway host" stays
+  whole when the key is ``test-gateway-key``, so the local copy of a record equals what was
+  stored and ``find test-gateway`` finds it.  A record that holds a whole key is a leak,
+  and that key is redacted.
 * **Data stays data.** A value shorter than :data:`PIECE` characters (a placeholder such as
-  ``ollama`` or ``EMPTY``, or a weak key) is redacted where it occurs whole in a server's
-  free text — an error message, a detail, a code — but never in data: a record's text, an id,
-  a payload.  Rewriting every ``test`` in a memory because the gateway key is ``test`` would
-  corrupt what is stored and found, for a value no one could keep secret anyway.  Pieces of
-  long values are redacted everywhere: one appearing in a record is a leak.
+  ``ollama`` or ``EMPTY``, or a weak key), and its forms, are redacted where they occur whole
+  in a server's free text — an error message, a detail, a code — but never in data: a
+  record's text, an id, a payload.  Rewriting every ``test`` in a memory because the gateway
+  key is ``test`` would corrupt what is stored and found, for a value no one could keep
+  secret anyway.  Pieces of long values are redacted in every other string of an answer
+  (an id, a project name, a cursor): one appearing there is a leak.
 * **Linear time.** A value of length *n* has *n* − 11 pieces, kept in a set; qmem never
   searches for them one by one.  Every piece holds one of its value's aligned
   :data:`ANCHOR`-character blocks, so one compiled alternation of those blocks finds the
@@ -35,37 +48,65 @@ Promises:
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from ..config import CREDENTIAL_VARIABLES
 from ..errors import one_line
 
-__all__ = []
+__all__ = ["known_keys"]
 
 #: The shortest piece of a key that is redacted wherever it appears.
 PIECE = 12
 #: Block length such that every PIECE-character window of a value holds a whole aligned block.
 ANCHOR = (PIECE + 1) // 2
 MARKER = "[redacted]"
+#: An encoded form shorter than this is not searched for: four base64 characters of a short key
+#: would match ordinary words.  (A value itself is searched for whole at any length.)
+MIN_ENCODED = 8
+#: The members of a document whose strings a record's author wrote: only whole keys leave them.
+AUTHORED_MEMBERS = frozenset({"text", "supersede_reason"})
+
+
+def encoded_forms(value: str) -> set[str]:
+    """The strings ``value`` can come back as, itself included: URL-encoded, hexadecimal (both
+    cases), and for base64 and base64url, at each of the three byte alignments, the characters
+    that encode whole 3-byte groups of the value (the characters around them also carry the
+    bytes next to it, which are not known)."""
+    data = value.encode("utf-8", "surrogatepass")
+    forms = {value, quote(value, safe=""), quote_plus(value, safe=""), data.hex(), data.hex().upper()}
+    forms.add(re.sub("%[0-9A-F]{2}", lambda match: match.group().lower(), quote(value, safe="")))
+    for skip in range(3):
+        chunk = data[skip:]
+        chunk = chunk[: len(chunk) // 3 * 3]
+        if chunk:
+            encoded = base64.b64encode(chunk).decode("ascii")
+            forms.update((encoded, encoded.replace("+", "-").replace("/", "_")))
+    return {form for form in forms if form == value or len(form) >= MIN_ENCODED}
 
 
 class KnownKeys:
-    """A fixed set of credential values and the compiled search for them."""
+    """A fixed set of credential values and the compiled search for them and their forms."""
 
-    __slots__ = ("_count", "_pieces", "_anchors", "_whole")
+    __slots__ = ("_count", "_pieces", "_anchors", "_whole", "_long_forms")
 
     def __init__(self, values: Iterable[str]) -> None:
         distinct = sorted({value for value in values if value}, key=lambda v: (-len(v), v))
         self._count = len(distinct)
-        long = [value for value in distinct if len(value) >= PIECE]
-        self._pieces = frozenset(value[at:at + PIECE] for value in long for at in range(len(value) - PIECE + 1))
-        anchors = {value[at:at + ANCHOR] for value in long for at in range(0, len(value) - ANCHOR + 1, ANCHOR)}
+        # Forms of a long value are searched for by their pieces, and whole in what a user wrote;
+        # a short value's forms (whatever their length) only whole, and only in free text.
+        long_forms = {form for value in distinct if len(value) >= PIECE for form in encoded_forms(value)}
+        short_forms = {form for value in distinct if len(value) < PIECE for form in encoded_forms(value)}
+        self._long_forms = tuple(sorted(long_forms, key=lambda v: (-len(v), v)))
+        self._pieces = frozenset(form[at:at + PIECE] for form in long_forms for at in range(len(form) - PIECE + 1))
+        anchors = {form[at:at + ANCHOR] for form in long_forms for at in range(0, len(form) - ANCHOR + 1, ANCHOR)}
         self._anchors = re.compile("|".join(map(re.escape, sorted(anchors)))) if anchors else None
-        short = [value for value in distinct if len(value) < PIECE]  # longest first: the whole value wins
+        short = sorted(short_forms - long_forms, key=lambda v: (-len(v), v))  # longest first: the whole form wins
         self._whole = re.compile("|".join(map(re.escape, short))) if short else None
 
     def __repr__(self) -> str:
@@ -82,17 +123,26 @@ class KnownKeys:
             found.extend(self._piece_spans(text))
         if short and self._whole is not None:
             found.extend(match.span() for match in self._whole.finditer(text))
-        if not found:
-            return found
-        found.sort()
-        merged = [found[0]]
-        for start, end in found[1:]:
-            last_start, last_end = merged[-1]
-            if start <= last_end:
-                merged[-1] = (last_start, max(last_end, end))
-            else:
-                merged.append((start, end))
-        return merged
+        return _merged(found)
+
+    def whole_spans(self, text: str) -> list[tuple[int, int]]:
+        """The sorted, disjoint ranges where a long value, or one of its forms, occurs whole.
+
+        Every whole occurrence lies inside a run of pieces, so the forms are looked for with
+        ``str.find`` inside the runs alone, stepping past each match (a second occurrence
+        overlapping the first leaves at most a piece, which authored text may keep)."""
+        if self._anchors is None:
+            return []
+        found: list[tuple[int, int]] = []
+        for start, end in self._piece_spans(text):
+            for form in self._long_forms:
+                if len(form) > end - start:
+                    continue
+                at = text.find(form, start, end)
+                while at >= 0:
+                    found.append((at, at + len(form)))
+                    at = text.find(form, at + len(form), end)
+        return _merged(found)
 
     def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         """Where pieces occur: each anchor found is checked with the PIECE-character windows holding it.
@@ -126,20 +176,18 @@ class KnownKeys:
         return found
 
     def redact(self, text: str, *, short: bool = True) -> str:
-        """``text`` with every known value, and every PIECE-character piece of one, as ``[redacted]``;
-        a value shorter than PIECE only with ``short`` (free text; ``short=False`` for data)."""
+        """``text`` with every known value's forms, and every PIECE-character piece of one, as
+        ``[redacted]``; a value shorter than PIECE (and its forms) only with ``short`` (free text;
+        ``short=False`` for data)."""
         if not self._count or not text:
             return text
-        spans = self.spans(text, short=short)
-        if not spans:
+        return _replaced(text, self.spans(text, short=short))
+
+    def redact_whole(self, text: str) -> str:
+        """``text`` as its author wrote it, but for whole occurrences of a long value or its forms."""
+        if not self._count or not text:
             return text
-        parts = []
-        last = 0
-        for start, end in spans:
-            parts += [text[last:start], MARKER]
-            last = end
-        parts.append(text[last:])
-        return "".join(parts)
+        return _replaced(text, self.whole_spans(text))
 
     def redact_document(self, document: Any) -> Any:
         """A decoded JSON document with every string (keys included) redacted as data: long
@@ -167,12 +215,41 @@ class KnownKeys:
                         stack.append(item)
             elif isinstance(node, dict):
                 items = [(self.redact(key, short=False) if isinstance(key, str) else key,
-                          self.redact(value, short=False) if isinstance(value, str) else value)
+                          (self.redact_whole(value) if key in AUTHORED_MEMBERS else self.redact(value, short=False))
+                          if isinstance(value, str) else value)
                          for key, value in node.items()]
                 node.clear()
                 node.update(items)
                 stack.extend(value for _, value in items if isinstance(value, (list, dict)))
         return document
+
+
+def _merged(found: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``found`` sorted, with overlapping or touching ranges made one."""
+    if not found:
+        return found
+    found.sort()
+    merged = [found[0]]
+    for start, end in found[1:]:
+        last_start, last_end = merged[-1]
+        if start <= last_end:
+            merged[-1] = (last_start, max(last_end, end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of the sorted, disjoint ``spans`` as one :data:`MARKER`."""
+    if not spans:
+        return text
+    parts = []
+    last = 0
+    for start, end in spans:
+        parts += [text[last:start], MARKER]
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _strings(document: Any) -> Iterable[str]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..breaker import Breaker
+from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
 from .transport import HttpClient, Response, TransportError
 
@@ -38,8 +38,8 @@ __all__ = ["ReadOnlyQdrant", "CollectionInfo", "ScoredPoint", "QdrantError"]
 
 
 class QdrantError(QmemError):
-    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout``, ``parsing`` or ``refused_key``
-    (a 401/403: the key is missing or wrong)."""
+    """A Qdrant call failed.  ``category``: ``retrieval``, ``timeout``, ``parsing``, ``refused_key``
+    (a 401/403: the key is missing or wrong) or ``breaker_open`` (nothing was sent)."""
 
     category = "retrieval"
 
@@ -111,10 +111,10 @@ def _point_id(value: Any) -> str | None:
 class ReadOnlyQdrant:
     """Health, collection info and search on one collection; see the module docstring."""
 
-    __slots__ = ("__http", "__allowed", "__collection_path", "__search_path", "__endpoint", "__breaker")
+    __slots__ = ("__http", "__allowed", "__collection_path", "__search_path", "__endpoint", "__breaker", "__slow_s")
 
     def __init__(self, url: str, collection: str, *, api_key: str | None, search_endpoint: str,
-                 timeout_s: float, breaker: Breaker | None = None) -> None:
+                 timeout_s: float, breaker: Breaker | None = None, slow_s: float | None = None) -> None:
         if search_endpoint not in ("search", "query"):
             raise ValueError("search_endpoint must be 'search' or 'query'")
         headers = {"api-key": api_key} if api_key else {}
@@ -126,6 +126,9 @@ class ReadOnlyQdrant:
         self.__allowed = frozenset({("GET", "/healthz"), ("GET", self.__collection_path),
                                     ("POST", self.__search_path)})
         self.__breaker = breaker
+        # An answer slower than this counts toward the breaker like a failure (recall.waitMs): a
+        # service that always answers, but too late to be used, must stop costing every turn.
+        self.__slow_s = slow_s
 
     def close(self) -> None:
         self.__http.close()
@@ -180,22 +183,28 @@ class ReadOnlyQdrant:
         if breaker is not None:
             decision = breaker.check()
             if not decision.allowed:
-                raise QdrantError("Qdrant is marked unreachable (circuit breaker open)")
+                raise QdrantError("Qdrant is marked unreachable (circuit breaker open)", category="breaker_open")
+        watch = SlowCall(breaker, self.__slow_s) if breaker is not None and self.__slow_s is not None else None
+        failure: TransportError | None = None
         try:
             response = self.__http.request(method, path, json_body=json_body, budget=budget, cancel=cancel)
         except TransportError as exc:
-            if exc.kind == "cancelled":
-                raise QdrantError(exc.message, category="cancellation") from None  # says nothing about Qdrant
-            if exc.kind == "encoding":
-                raise QdrantError(exc.message, category="parsing") from None  # nothing was sent
+            failure = exc
+        finally:
+            slow = watch.end() if watch is not None else False  # counted already, if it was
+        if failure is not None:
+            if failure.kind == "cancelled":
+                raise QdrantError(failure.message, category="cancellation") from None  # says nothing about Qdrant
+            if failure.kind == "encoding":
+                raise QdrantError(failure.message, category="parsing") from None  # nothing was sent
             if breaker is not None:
-                if exc.definitive:
-                    breaker.definitive_failure()
-                else:
+                if failure.definitive:
+                    breaker.definitive_failure()  # nobody answered: open now, slow or not
+                elif not slow:
                     breaker.ambiguous_failure()
-            timeout = exc.kind in ("header_timeout", "body_timeout")
-            raise QdrantError(exc.message, category="timeout" if timeout else "retrieval") from None
-        if breaker is not None:
+            timeout = failure.kind in ("header_timeout", "body_timeout")
+            raise QdrantError(failure.message, category="timeout" if timeout else "retrieval") from None
+        if breaker is not None and not slow:
             breaker.success()
         if response.status >= 400:
             raise QdrantError(_error_message(response),

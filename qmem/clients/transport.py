@@ -2,7 +2,8 @@
 
 Promises:
 
-* **Two phases, two deadlines.**  Connecting, sending the request and receiving the
+* **Two phases, two deadlines.**  Resolving the name (on a thread the caller stops waiting
+  for at the deadline: the C resolver takes no timeout), connecting, sending the request and receiving the
   response headers must finish within ``connect_timeout`` — if not, the failure is
   *definitive* (nobody is answering).  Reading the body must then finish within
   ``body_timeout`` — if not, the failure is *ambiguous* (the server is alive but slow).
@@ -19,7 +20,8 @@ Promises:
   "retry with the same Idempotency-Key".
 * **What a server says comes back without qmem's keys.**  :meth:`Response.json` and
   :meth:`Response.text` are the ways into an answer, and both replace every configured
-  credential's value, and every 12-character piece of one, with ``[redacted]``
+  credential's value, in each form a server can echo it, and every 12-character piece of one, with
+  ``[redacted]`` — a record's own text losing only whole keys
   (:mod:`qmem.clients.knownkeys`: the process environment's keys plus the key this client sends),
   before a caller can show, return or store any of it.  ``Response.body`` is the raw
   answer, for a parser with needs of its own, which then redacts with ``Response.known``.
@@ -195,10 +197,56 @@ class _DeadlineSSLSocket(ssl.SSLSocket):
         super().sendall(data, flags)
 
 
+def _is_address(host: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _resolve(host: str, port: int, deadline: _Deadline) -> list[Any]:
+    """``getaddrinfo`` within the deadline.
+
+    The C resolver takes no timeout, and a name server that never answers would hold the
+    caller for as long as the system's resolver likes (retries included), outside every
+    deadline here.  So a name is looked up on a daemon thread, and the caller waits for it
+    only as long as the deadline (and the cancel event) allow; a lookup that outlives it is
+    left to finish on its own.  An address needs no lookup and gets no thread.
+    """
+    if _is_address(host):
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    done = threading.Event()
+    box: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            box.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the waiting caller
+            box.append(exc)
+        done.set()
+
+    threading.Thread(target=lookup, name="qmem-dns", daemon=True).start()
+    try:
+        _with_deadline(deadline, lambda timeout: done.wait(timeout) or _raise_timeout())
+    except socket.timeout:
+        raise TransportError("the service's host name could not be resolved in time", kind="dns",
+                             sent=False) from None
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+def _raise_timeout() -> None:
+    raise socket.timeout("lookup still running")
+
+
 def _connect(host: str, port: int, deadline: _Deadline) -> _DeadlineSocket:
     """Resolve and connect within the deadline, trying each address like create_connection."""
     try:
-        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        infos = _resolve(host, port, deadline)
     except (socket.gaierror, UnicodeError):
         # UnicodeError: a host name IDNA cannot encode; to the caller it is a name that does not resolve.
         raise TransportError("the service's host name could not be resolved", kind="dns", sent=False) from None

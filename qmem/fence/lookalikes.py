@@ -16,12 +16,16 @@ angle bracket, or as a letter of the words it guards (data and two small pure fu
 * :func:`letter_class` — a letter, its case partner, its single-character confusables
   (Unicode confusables.txt: Cyrillic, Greek, Armenian, Cherokee, Lisu, Coptic… and ``0`` for
   ``o``, ``1``/``I``/``|`` for ``l``) and every precomposed Latin, Greek or Cyrillic letter
-  whose base is one of those, as a regular-expression class body.  Multi-character
-  look-alikes (``rn`` for ``m``) are out of scope.
+  whose base is one of those, and every letter Unicode *names* as that Latin letter in another
+  form — small capitals (``ᴍ`` U+1D0D, ``ɴ``, ``ᴇ``), letters with a hook, stroke or tail
+  (``ɱ``), modifier, subscript and combining letters, circled, squared and regional-indicator letters —
+  as a regular-expression class body.  Multi-character look-alikes (``rn`` for ``m``)
+  are out of scope; turned, reversed and inverted letters are not the letter.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -98,6 +102,33 @@ _CONFUSABLES = {
 _PRECOMPOSED_BLOCKS = ((0x00C0, 0x024F), (0x0370, 0x04FF), (0x1E00, 0x1FFF))
 
 
+# Where letters named as a Latin letter in another form live: Latin-1 to Cyrillic, phonetic
+# extensions (small capitals) and combining supplements, Latin Extended Additional, super- and subscripts, letterlike
+# symbols and number forms, enclosed alphanumerics, Latin Extended-C/D/E, half- and full-width
+# forms, Latin Extended-F/G, enclosed alphanumeric supplement (squared, regional indicators).
+_NAMED_BLOCKS = ((0x0080, 0x052F), (0x1D00, 0x1DFF), (0x1E00, 0x1EFF), (0x2070, 0x209F), (0x2100, 0x218F),
+                 (0x2460, 0x24FF), (0x2C60, 0x2C7F), (0xA720, 0xA7FF), (0xAB30, 0xAB6F), (0xFF00, 0xFFEF),
+                 (0x10780, 0x107BF), (0x1DF00, 0x1DFFF), (0x1F100, 0x1F1FF))
+_LETTER_NAME = re.compile(
+    r"(?:(?:COMBINING )?LATIN (?:CAPITAL |SMALL )?LETTER (?:SMALL CAPITAL )?|LATIN SUBSCRIPT SMALL LETTER "
+    r"|MODIFIER LETTER (?:CAPITAL |SMALL )(?:CAPITAL )?|(?:NEGATIVE )?(?:CIRCLED|SQUARED) LATIN "
+    r"(?:CAPITAL |SMALL )LETTER |REGIONAL INDICATOR SYMBOL LETTER |FULLWIDTH LATIN (?:CAPITAL |SMALL )LETTER )"
+    r"([A-Z])(?: WITH [A-Z -]+)?")
+
+
+@lru_cache(maxsize=None)
+def _named() -> dict[str, str]:
+    """ASCII letter -> the characters Unicode names as that letter in another form (one pass)."""
+    found: dict[str, str] = {}
+    for lo, hi in _NAMED_BLOCKS:
+        for code in range(lo, hi + 1):
+            match = _LETTER_NAME.fullmatch(unicodedata.name(chr(code), ""))
+            if match and len(unicodedata.normalize("NFKC", chr(code))) == 1:  # not ǋ (Nj): one letter
+                letter = match.group(1).lower()
+                found[letter] = found.get(letter, "") + chr(code)
+    return found
+
+
 def _escape(ch: str) -> str:
     return "\\" + ch if ch in "\\]^-[" else ch
 
@@ -122,7 +153,7 @@ def _precomposed() -> dict[str, str]:
 @lru_cache(maxsize=None)
 def letter_class(letter: str) -> str:
     """The class body of everything the fence reads as ASCII ``letter`` (match it with IGNORECASE)."""
-    bases = {letter, letter.upper(), *_CONFUSABLES.get(letter, "")}
+    bases = {letter, letter.upper(), *_CONFUSABLES.get(letter, ""), *_named().get(letter, "")}
     members = set(bases)
     for base in bases:
         members.update(_precomposed().get(base, ""))

@@ -49,8 +49,10 @@ How a value is made safe (:func:`sanitize`):
 2. Matching runs on the strict form of that text (NFKC, look-alike brackets mapped to ``<`` ``>``,
    decoded again) with patterns that spell out both cases and the look-alikes of every letter
    (:func:`qmem.fence.lookalikes.letter_class`: the single-character confusables of Unicode's
-   confusables.txt — Cyrillic ``е``, Greek ``ο``, ``0`` for ``o`` … — precomposed diacritics, and
-   combining marks between letters).  A tag-shaped span — ``<``, up to 40 characters on the same
+   confusables.txt — Cyrillic ``е``, Greek ``ο``, ``0`` for ``o`` … — precomposed diacritics, every
+   letter Unicode names as that Latin letter in another form — small capital ``ᴍ``, hooked ``ɱ``,
+   squared, regional-indicator — and combining marks between letters).  So a look-alike spelling
+   of the name loses the name, not only its brackets, and decoding gives no tag back.  A tag-shaped span — ``<``, up to 40 characters on the same
    line (``/``, ``!``, ``?``, ``!--``, ``![CDATA[``, a namespace prefix …), the name, its
    attributes up to ``>`` — or the name directly followed by ``>`` becomes :data:`TAG_MARKER`;
    any other occurrence of the name becomes :data:`NAME_MARKER`.

@@ -85,7 +85,8 @@ def _current_session() -> PluginSession:
             session = PluginSession(host=recall_host(os.environ), cwd=Path.cwd(), env=dict(os.environ),
                                     warnings=Warnings(), skill_hint=SKILL_HINT)
             _session = session
-            _turns = Turns(lambda prompt: session.auto_recall(prompt[:MAX_PROMPT_CHARS]))
+            _turns = Turns(lambda prompt: session.auto_recall(prompt[:MAX_PROMPT_CHARS]),
+                           start=lambda prompt: session.start_recall(prompt[:MAX_PROMPT_CHARS]))
         return _session
 
 
@@ -212,7 +213,7 @@ def register(ctx: Any) -> None:
         ctx.register_tool(tool.name, TOOLSET, schema, _tool_handler(tool.name), description=tool.description)
     for name, description in COMMANDS.items():
         hint = "[url <URL> | apikey <KEY> | test | show]" if name == "qmem:config" else \
-            "status | import | find <words> | queue [retry] | flush | enrich [--all] | pull | breaker [reset] | doctor"
+            "status | import | find <words> | queue [retry] | flush | enrich [--all] | pull | breaker [reset] | doctor | recall-log"
         ctx.register_command(name, _command_handler(name), description=description, args_hint=hint)
     if callable(getattr(ctx, "register_skill", None)):
         ctx.register_skill("qmem", SKILL, description="How to use qmem shared long-term memory well")

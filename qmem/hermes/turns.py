@@ -13,9 +13,13 @@ kind of agent: the user's own turns, sub-agents, background tasks, the review fo
   turn whose prompt was never seen — is off: unknown means off.
 * **The prompt** is what Hermes gives its ``pre_llm_call`` hook (:meth:`Turns.observe`,
   which returns None, so Hermes injects and stores nothing), stripped, text parts only.
-* **One block per turn**: :meth:`Turns.block` asks for it on the turn's first request and
-  gives the same answer to every later request of the turn (tool loop, retries), so a
-  prompt costs one embedding.
+* **The recall starts with the turn**: :meth:`Turns.observe` hands a main turn's prompt to
+  ``start`` (the recall runs in the background from the ``pre_llm_call`` hook on, before the
+  first provider request is even built).
+* **One block per request, the recall's own**: :meth:`Turns.block` asks ``recall`` on every
+  provider request of the turn.  The recall keeps one answer per prompt (so a prompt costs one
+  embedding) and waits for it at most ``recall.waitMs`` over the whole prompt: a block that
+  was not ready for the first request joins the next request of the same turn.
 * **Bounded and locked**: at most :data:`MAX_TURNS` turns are remembered (least recently
   used first out; a long-lived gateway never grows), and callbacks may come from several
   threads at once (sessions, sub-agents, forks).  A block is computed outside the lock.
@@ -27,7 +31,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .request import text_of
 
@@ -55,20 +58,19 @@ def prompt_text(user_message: object) -> str | None:
     return text or None
 
 
-_PENDING = object()
-
-
 @dataclass
 class _Turn:
     prompt: str
-    block: Any = _PENDING  # str | None once asked
 
 
 class Turns:
-    """The prompts of recent main turns and their blocks; ``recall(prompt)`` gives a block or None."""
+    """The prompts of recent main turns; ``recall(prompt)`` gives a block or None, ``start(prompt)``
+    begins a recall in the background."""
 
-    def __init__(self, recall: Callable[[str], str | None], *, max_turns: int = MAX_TURNS) -> None:
+    def __init__(self, recall: Callable[[str], str | None], *, start: Callable[[str], None] | None = None,
+                 max_turns: int = MAX_TURNS) -> None:
         self._recall = recall
+        self._start = start
         self._max = max_turns
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
         self._lock = threading.Lock()
@@ -87,6 +89,8 @@ class Turns:
             self._turns.move_to_end(turn_id)
             while len(self._turns) > self._max:
                 self._turns.popitem(last=False)
+        if self._start is not None:
+            self._start(prompt)
 
     def prompt(self, turn_id: object) -> str | None:
         """The prompt of a main turn noted by :meth:`observe`, or None."""
@@ -97,12 +101,7 @@ class Turns:
             return turn.prompt if turn is not None else None
 
     def block(self, turn_id: str) -> str | None:
-        """The turn's block: asked for once, then the same answer for the rest of the turn."""
+        """The block for this request of the turn (None: none, or not ready yet)."""
         with self._lock:
             turn = self._turns.get(turn_id)
-        if turn is None:
-            return None
-        if turn.block is _PENDING:
-            # One thread runs a turn's requests one after another, so nobody else asks meanwhile.
-            turn.block = self._recall(turn.prompt)
-        return turn.block
+        return None if turn is None else self._recall(turn.prompt)

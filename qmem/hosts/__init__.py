@@ -4,5 +4,6 @@ no adapter holds memory logic.
 ``session`` is one host session (the tools, hooks and commands an adapter relays); ``tools``
 the tools and commands qmem offers, as data; ``rules`` the "qmem rules" block; ``commands``
 ``/qmem:config`` and ``/qmem:local``; ``identity`` which host loaded the shim; ``recallservices``
-what the recall lane is given, and nothing more.
+what the recall lane is given, and nothing more; ``recalljobs`` a prompt's recall as a background
+job and the calls it runs at once.
 """

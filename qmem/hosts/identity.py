@@ -16,8 +16,16 @@ and :func:`identify_host` — a pure function — decides by votes:
   session, pi never does.
 
 ``PI_CODING_AGENT=true`` votes for neither: both hosts set it.  Exactly one host among the
-votes is the answer; votes for both, or none, give None, and automatic recall stays off
-rather than guessing.
+votes is the answer.  When the votes name both hosts, the strongest evidence decides: the
+host's own facts (its process title, the ``rlmDepth`` header) together with the path the host
+says it loaded, *as given* (``loaded``: before any link is resolved).  When those name one host
+and only resolved forms or this folder (which Node resolves) point at the other — a clone
+that ``pi install git:…`` put under ``~/.pi/agent/git/`` linked into Prime, say — that host
+it is.  When the strongest facts disagree among themselves, or none were given, the
+evidence truly conflicts: the user's own choice, ``named`` (``$QMEM_HOST``, else the
+config's ``recall.host``: :func:`qmem.config.recall_host`), decides when it is one of the
+hosts voted for (or nothing voted); otherwise None, and automatic recall stays off rather
+than guessing.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any
 
 from ..hostdirs import agent_directory
 
-__all__ = ["HostEvidence", "identify_host", "installed_evidence"]
+__all__ = ["HostEvidence", "host_votes", "identify_host", "installed_evidence"]
 
 #: The process title each host sets (``process.title = APP_NAME``).
 HOST_PROCESSES = {"pi": "pi", "prime-agent": "prime"}
@@ -48,6 +56,7 @@ class HostEvidence:
     paths: tuple[str, ...] = ()
     process: str | None = None
     has_rlm_depth: bool = False
+    loaded: tuple[str, ...] = ()  # of ``paths``, those the host gave as it loaded them (never resolved)
 
     @classmethod
     def from_session_start(cls, params: Mapping[str, Any]) -> HostEvidence:
@@ -56,9 +65,11 @@ class HostEvidence:
         candidates = (loaded.get("path"), loaded.get("baseDir"), params.get("extensionDir"))
         header = params.get("header") if isinstance(params.get("header"), Mapping) else {}
         process = params.get("hostProcess")
+        given = (loaded.get("path"), loaded.get("baseDir"))
         return cls(paths=tuple(p for p in candidates if isinstance(p, str) and p),
                    process=process if isinstance(process, str) else None,
-                   has_rlm_depth=header.get("hasRlmDepth") is True)
+                   has_rlm_depth=header.get("hasRlmDepth") is True,
+                   loaded=tuple(p for p in given if isinstance(p, str) and p))
 
 
 def _forms(path: str) -> set[PurePath]:
@@ -75,7 +86,7 @@ def _under(path: PurePath, root: PurePath) -> bool:
     return path == root or root in path.parents
 
 
-def _path_votes(path: str, env: Mapping[str, str]) -> set[str]:
+def _path_votes(path: str, env: Mapping[str, str], *, resolved: bool = True) -> set[str]:
     votes = set()
     for host in _PATH_HOSTS:
         directory = agent_directory(host, env)
@@ -84,7 +95,7 @@ def _path_votes(path: str, env: Mapping[str, str]) -> set[str]:
             if root is not None:
                 roots |= _forms(str(root))
         marker, width = directory.marker, len(directory.marker)
-        for form in _forms(path):
+        for form in _forms(path) if resolved else {PurePath(os.path.normpath(path))}:
             parts = form.parts
             if any(parts[i:i + width] == marker for i in range(len(parts) - width + 1)) or \
                     any(_under(form, root) for root in roots):
@@ -105,10 +116,28 @@ def host_votes(evidence: HostEvidence, env: Mapping[str, str]) -> set[str]:
     return votes
 
 
-def identify_host(evidence: HostEvidence, env: Mapping[str, str]) -> str | None:
-    """``pi``, ``prime``, or None when the facts point at both hosts or at none."""
+def strongest_votes(evidence: HostEvidence, env: Mapping[str, str]) -> set[str]:
+    """The host both the host's own facts and its loaded path as given name, or an empty set
+    when they do not name one host together (see the module docstring)."""
+    facts = {HOST_PROCESSES[evidence.process]} if evidence.process in HOST_PROCESSES else set()
+    if evidence.has_rlm_depth:
+        facts.add("prime")
+    given: set[str] = set()
+    for path in evidence.loaded:
+        if os.path.isabs(path):
+            given |= _path_votes(path, env, resolved=False)
+    return facts if len(facts) == 1 and facts == given else set()
+
+
+def identify_host(evidence: HostEvidence, env: Mapping[str, str], named: str | None = None) -> str | None:
+    """``pi``, ``prime``, or None when the evidence conflicts and ``named`` does not settle it."""
     votes = host_votes(evidence, env)
-    return votes.pop() if len(votes) == 1 else None
+    if len(votes) == 1:
+        return votes.pop()
+    strongest = strongest_votes(evidence, env) if votes else set()
+    if len(strongest) == 1:
+        return strongest.pop()
+    return named if named in _PATH_HOSTS and (not votes or named in votes) else None
 
 
 def installed_evidence(host: str, loaded: Path, base_dir: Path) -> HostEvidence:
@@ -116,4 +145,4 @@ def installed_evidence(host: str, loaded: Path, base_dir: Path) -> HostEvidence:
     the host finds it) with ``base_dir`` as its base: for ``doctor``, which asks before any session."""
     title = next(name for name, value in HOST_PROCESSES.items() if value == host)
     return HostEvidence(paths=(str(loaded), str(base_dir), os.path.realpath(loaded.parent)), process=title,
-                        has_rlm_depth=host == "prime")
+                        has_rlm_depth=host == "prime", loaded=(str(loaded), str(base_dir)))

@@ -1,4 +1,5 @@
-"""What the recall lane is given, and nothing more: its settings, its two credentials, breakers, the warnings.
+"""What the recall lane is given, and nothing more: its settings, its two credentials, breakers, the warnings
+and the recall log (:mod:`qmem.recalllog`: ids and numbers only).
 
 :class:`RecallServices` is built from values — the loaded configuration, the resolved paths,
 the environment and the session's warnings — never from the :class:`~qmem.runtime.Runtime`.
@@ -22,6 +23,7 @@ from .. import config as config_mod
 from ..breaker import Breaker, BreakerPolicy
 from ..config import Config, Paths, RecallConfig
 from ..diagnostics import Warnings
+from ..recalllog import RecallLog
 
 __all__ = ["BreakerFactory", "RecallServices", "recall_services"]
 
@@ -77,9 +79,11 @@ class RecallServices:
     credential: RecallCredentials
     breaker_for: BreakerFactory
     warnings: Warnings
+    log: RecallLog | None = None  # what automatic recall did, ids and numbers only
 
 
 def recall_services(config: Config, paths: Paths, env: Mapping[str, str], warnings: Warnings) -> RecallServices:
     """The recall handle for one session, from the configuration, the paths and the environment."""
     return RecallServices(config=config.recall, credential=RecallCredentials.from_environment(env),
-                          breaker_for=BreakerFactory.from_config(config, paths, warnings), warnings=warnings)
+                          breaker_for=BreakerFactory.from_config(config, paths, warnings), warnings=warnings,
+                          log=RecallLog.in_directory(paths.data_dir))

@@ -15,7 +15,8 @@ lane) and promises:
   once (records it marks failed are one warning per session);
   :meth:`~PluginSession.system_prompt_addition` gives the rules block (:mod:`qmem.hosts.rules`)
   while a qmem tool is active; :meth:`~PluginSession.context` and
-  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise.
+  :meth:`~PluginSession.auto_recall` are automatic recall (:mod:`qmem.recall`) and never raise;
+  :meth:`~PluginSession.start_recall` begins it at the first event that carries the prompt.
 * :meth:`~PluginSession.command` runs ``/qmem:config`` and ``/qmem:local``
   (:mod:`qmem.hosts.commands`).
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +74,7 @@ class PluginSession:
     and Hermes take it from :func:`qmem.config.recall_host`)."""
 
     host: str | None
-    cwd: Path
+    cwd: Path | None  # where the session works; None: the host does not say (Codex's plugin MCP server)
     env: MutableMapping[str, str] = field(default_factory=lambda: dict(os.environ))
     warnings: Warnings = field(default_factory=Warnings)
     skill_hint: str | None = None  # how the host loads the qmem skill, named in the rules (Hermes)
@@ -200,31 +202,47 @@ class PluginSession:
             except ConfigError:
                 configured = None
             home = (self.env.get("HOME") or "").strip()
-            project = project_suggestion(self.cwd, configured, Path(home) if home else None)
+            if self.cwd is None:
+                project = configured or None
+            else:
+                project = project_suggestion(self.cwd, configured, Path(home) if home else None)
             self._rules = rules_block(project, *machine_identity(), memory_search=self.recall_offered(),
-                                      skill=self.skill_hint)
+                                      skill=self.skill_hint, where_told=self.cwd is not None)
         return self._rules
 
     def context(self, messages: Sequence[Any], *, rlm_depth: object = None, depth_given: bool = False,
                 cancel: threading.Event | None = None) -> list[Any]:
         """Auto-recall for one LLM call (never raises)."""
+        began = time.monotonic()  # the wait budget counts the recall lane's first load too
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return list(messages)
-        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.context(messages, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
 
     def auto_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
                     cancel: threading.Event | None = None) -> str | None:
         """Automatic recall for a host that places the block itself: the block for ``prompt`` or
         None (never raises).  The same gate, cache and warnings as :meth:`context`."""
+        began = time.monotonic()
         try:
             recall = self.recall
         except QmemError:
             self.warnings.warn("configuration")
             return None
-        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel)
+        return recall.auto_recall(prompt, rlm_depth=rlm_depth, depth_given=depth_given, cancel=cancel, began=began)
+
+    def start_recall(self, prompt: str | None, *, rlm_depth: object = None, depth_given: bool = False,
+                     warm_only: bool = False) -> None:
+        """Begin the automatic recall of ``prompt`` in the background, at the first host event that
+        carries it (Hermes' ``pre_llm_call``; ``warm_only`` for pi's and Prime's ``before_agent_start``,
+        whose text may not be the prompt: see :meth:`qmem.recall.Recall.start`); never raises, never waits."""
+        try:
+            recall = self.recall
+        except QmemError:
+            return  # the context hook says so, once
+        recall.start(prompt, rlm_depth=rlm_depth, depth_given=depth_given, warm_only=warm_only)
 
     # -- commands
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TOOLS", "TOOL_NAMES", "COMMANDS"]
+__all__ = ["TOOL_NAMES", "COMMANDS"]
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,8 @@ TOOL_NAMES = tuple(tool.name for tool in TOOLS)
 
 COMMANDS = {
     "qmem:config": "qmem: gateway URL, API key (this process only), connection test, configuration",
-    "qmem:local": "qmem offline index: status, import, find, queue [retry], flush, enrich [--all], pull, breaker [reset], "
-                  "doctor",
+    "qmem:local": "qmem offline index: status, import, find, queue [retry], forget [--dry-run], flush, enrich [--all], "
+                  "pull, breaker [reset], doctor, recall-log",
 }
 
 

@@ -4,8 +4,10 @@ cannot, never another program's; every transaction whole or not at all.
 Promises:
 
 * **One file**, WAL mode, a busy timeout so that the host bridge and the CLIs can use it at
-  once, and ``PRAGMA user_version`` migrations applied in one transaction (a big index shows
-  ``progress(done, total)`` while v3 re-indexes it).
+  once, and ``PRAGMA user_version`` migrations applied in one transaction, in bounded memory
+  (a big index shows ``progress(done, total)`` while it is re-indexed or rewritten); another
+  process that opens the index meanwhile is told within a second that it "is being upgraded
+  by another qmem process", not kept waiting.
 * **A file that is not qmem's is never written.**  Ownership is decided on a read-only
   connection before any pragma that writes (:func:`qmem.localdb.schema.check_ownership`); a
   non-SQLite file, a damaged one, someone else's database or one made by a newer qmem raises
@@ -20,7 +22,8 @@ Promises:
   the write-ahead log holds nothing, else a clear error — and every write says the disk is
   full.  Each later operation first tries the file again, so a long-lived process (a host's
   bridge) gets its writable index back once there is room.  ``read_only_reason`` says why
-  and how the file is read.
+  and how the file is read.  An index that opened writable may still have no room for a
+  write: :meth:`IndexFile.write_would_fail` finds out by making one, rolled back.
 * **Transactions are whole**: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception,
   and every SQLite failure comes out as one clear line naming the file, never its path.
 
@@ -151,6 +154,44 @@ class IndexFile:
         self._conn.close()
         self._conn, self._access = conn, None
 
+    def write_would_fail(self, write: Callable[[sqlite3.Connection], None]) -> str | None:
+        """Why a write would fail now, found by making one: ``write`` runs in a transaction that
+        is rolled back, with a page cache so small that its pages go to the write-ahead log as a
+        commit's would (they take the room a commit needs, which the next write reuses; nothing
+        is committed).  The reason (as :attr:`read_only_reason` words it), or None when the
+        write went through, or when the index is busy (for :data:`PROBE_WAIT_MS`: someone is
+        writing it) or failed otherwise (the write will say)."""
+        with self._lock:
+            self._writable_again()
+            if self._access is not None:
+                return self._access.describe()
+            conn = self._conn
+            try:
+                cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+            except sqlite3.Error:
+                return None
+            try:
+                conn.execute("PRAGMA cache_size = 1")
+                conn.execute(f"PRAGMA busy_timeout = {min(self._busy_timeout_ms, PROBE_WAIT_MS)}")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    write(conn)
+                finally:
+                    _rollback(conn)
+            except sqlite3.Error as exc:
+                if _no_room(exc):
+                    return "the disk holding it is full; reads work, writes fail"
+                if _cannot_write(exc):
+                    return "the file or its directory cannot be written"
+                return None
+            finally:
+                try:
+                    conn.execute(f"PRAGMA cache_size = {cache}")
+                    conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+                except sqlite3.Error:
+                    pass
+        return None
+
     def check_integrity(self, limit: int = 5) -> list[str]:
         """SQLite's ``quick_check``: ``["ok"]``, or its first ``limit`` complaints."""
         with self.reading() as conn:
@@ -266,15 +307,33 @@ def _open_writable(path: Path, busy_timeout_ms: int,
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         if version < SCHEMA_VERSION or application_id != APPLICATION_ID:
-            _migrate(conn, path.name, progress)
+            _migrate(conn, path.name, progress, busy_timeout_ms)
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _migrate(conn: sqlite3.Connection, name: str, progress: Callable[[int, int], None] | None) -> None:
-    conn.execute("BEGIN IMMEDIATE")
+#: How long ``status`` waits to probe a write while another process writes: it is writable then.
+PROBE_WAIT_MS = 250
+
+#: How long a process waits for the write lock on an index older than its schema: whoever holds
+#: it that long is upgrading it (a big index takes a while), and gets on better unasked.
+UPGRADE_WAIT_MS = 1000
+
+
+def _migrate(conn: sqlite3.Connection, name: str, progress: Callable[[int, int], None] | None,
+             busy_timeout_ms: int) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {min(busy_timeout_ms, UPGRADE_WAIT_MS)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            raise LocalIndexError(f"the local index {name} is being upgraded by another qmem process "
+                                  f"(to schema v{SCHEMA_VERSION}); try again in a moment") from None
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     try:
         version, application_id = _marks(conn)  # again: another process may have migrated it
         if version > SCHEMA_VERSION:

@@ -11,16 +11,20 @@ Promises:
   gateway id when it syncs, and is lifted if the gateway refuses the correction.
 * **A store is written ahead.**  :meth:`Outbox.write_ahead` queues a record that is about
   to be sent, held by this process (the claim a flush takes), before the request leaves.
-  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row leaves the
-  outbox, since it never waited, references to its local id follow the gateway id, and the
-  index holds what a store that was never queued leaves), refused or not to be kept
+  The store then settles it: accepted (:meth:`Outbox.record_accepted`: the row is a synced
+  outbox record, exactly as a flush leaves one, so ``queue``, ``status`` and doctor count every
+  write this machine shared alike), refused or not to be kept
   (:meth:`Outbox.discard`), or left for the next flush (:meth:`Outbox.release_held`).  A
   process that dies before it settles leaves a pending row held by a gone process: the next
   flush takes it over and sends it under the same key.
 * :meth:`Outbox.claim_batch` hands each pending record to one flusher at a time: rows
-  are claimed inside ``BEGIN IMMEDIATE`` for a lease.  A claim whose lease ran out, or
-  whose process on this machine is gone, may be claimed again; that re-send is safe
-  because the gateway answers a repeated Idempotency-Key with the same record.
+  are claimed inside ``BEGIN IMMEDIATE`` for a lease, which the holder renews
+  (:meth:`Outbox.renew`) while it works.  A claim whose lease ran out, or whose process on
+  this machine is gone, may be claimed again; that re-send is safe because the gateway
+  answers a repeated Idempotency-Key with the same record.  **Liveness is exact**: a claim
+  names its process by PID *and* start (the kernel's boot id and the start time in
+  ``/proc/PID/stat``), so a dead holder whose PID now belongs to another process, or a claim
+  from before a reboot, is gone; where ``/proc`` cannot tell, a live PID counts as alive.
 * Outcomes never lose the text: ``synced`` adopts the gateway id everywhere (the FTS
   row follows, since it is keyed by rowid), ``duplicate`` keeps the matched id beside
   the local record, ``failed`` keeps the reason, a ``transient`` outcome leaves the
@@ -30,6 +34,11 @@ Promises:
   one message (:data:`UNKNOWN_LOCAL_TARGET`) wherever it is found: at store time, or at flush.
 * :meth:`Outbox.retry` puts failed records back to pending once the user fixed the cause;
   they are scanned again, like every record, when a flush sends them.
+* :meth:`Outbox.forget` removes records from this machine for good (``qmem.local forget``): a
+  queued one leaves the outbox, so no flush ever sends it; one the gateway holds loses only its
+  local copy, and :class:`ForgetReport` says plainly that the shared copy stays there and only a
+  gateway administrator can delete it.  A record another live process is sending right now is
+  refused, and nothing changes.
 
 The outbox decides what its rows mean; the rows themselves, and every statement on them,
 are :class:`~qmem.localindex.LocalIndex`'s.
@@ -39,23 +48,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import LocalIndexError, one_line
-from ..localindex import LocalIndex
-from ..records import NewRecord, is_local_id, new_local_id
+from ..localindex import LocalIndex, QueueReport
+from ..records import QUEUE_LIMIT, NewRecord, is_local_id, new_local_id
 from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
 
-__all__ = ["Outbox", "HeldWrite", "QueueReport", "UnknownLocalRecord", "QUEUE_LIMIT", "QUEUED_NOT_SHARED"]
+__all__ = ["Outbox", "HeldWrite", "ForgetReport", "UnknownLocalRecord"]
 
 MAX_REASON_CHARS = 300
 QUEUE_STATES = ("pending", "synced", "duplicate", "failed")
 #: How many outbox records a report lists unless asked for another number (or all).
-QUEUE_LIMIT = 200
-#: How every answer and listing marks a record that waits in the outbox.
-QUEUED_NOT_SHARED = "queued locally, not yet shared"
 
 #: Why a correction of a local id that this outbox never queued is refused (store) or fails (flush).
 UNKNOWN_LOCAL_TARGET = "supersedes_id names a local record that is not in this machine's outbox"
@@ -65,19 +71,50 @@ class UnknownLocalRecord(LocalIndexError):
     """A local id that no record of this outbox was queued under."""
 
 
-@dataclass(frozen=True)
-class QueueReport:
-    """Counts by state and the records listed: the first ``limit`` (None: all); ``more`` says
-    that the list was cut."""
+#: What forgetting a record means for the copy the gateway may hold, by the record's state here.
+FORGET_SHARED = ("removed from this machine only: the Memory Gateway keeps the shared copy, which every agent can "
+                 "still read; only a gateway administrator can delete it")
+FORGET_QUEUED = "removed from the outbox before it was shared: no flush will send it"
+FORGET_QUEUED_TRIED = (FORGET_QUEUED + "; an earlier send of it was cut off, so the Memory Gateway may have received "
+                       "it: if qmem_search finds it there, only a gateway administrator can delete it")
+FORGET_REFUSED = "removed; the Memory Gateway refused it, so it was never shared"
+FORGET_DUPLICATE = ("removed; the Memory Gateway did not keep it (it already held a similar record, which stays "
+                    "shared)")
 
-    counts: dict[str, int]
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """The records forgotten (or, with ``dry_run``, that would be), each with what it means."""
+
     records: tuple[Record, ...]
-    limit: int | None = QUEUE_LIMIT
-    more: bool = False
+    dry_run: bool
+
+    @staticmethod
+    def meaning(record: Record) -> tuple[bool | None, str]:
+        """``(shared copy remains: True / False / None for maybe, the sentence)``."""
+        if record.local_id is None or record.state == "synced":
+            return True, FORGET_SHARED
+        if record.state == "failed":
+            return False, FORGET_REFUSED
+        if record.state == "duplicate":
+            return False, FORGET_DUPLICATE
+        if record.attempts or record.reason:
+            return None, FORGET_QUEUED_TRIED
+        return False, FORGET_QUEUED
+
+    @property
+    def shared_copies(self) -> int:
+        """How many of the records stay shared (or may) on the gateway."""
+        return sum(1 for record in self.records if self.meaning(record)[0] is not False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "limit": self.limit, "more": self.more,
-                "records": [record.to_json() for record in self.records]}
+        entries = []
+        for record in self.records:
+            remains, sentence = self.meaning(record)
+            entries.append({"id": record.id, "local_id": record.local_id, "state": record.state,
+                            "project_id": record.project_id, "shared_copy_remains": remains, "what": sentence})
+        return {"dry_run": self.dry_run, "forgotten": [] if self.dry_run else entries,
+                "would_forget": entries if self.dry_run else [], "count": len(entries)}
 
 
 @dataclass(frozen=True)
@@ -91,6 +128,27 @@ class PendingCount:
 
 def _bounded_reason(reason: str) -> str:
     return one_line(reason, MAX_REASON_CHARS)
+
+
+def process_start(pid: int) -> str | None:
+    """``"<boot id>/<start ticks>"``: which process ``pid`` is, unlike any process that held
+    or will hold that PID; None where ``/proc`` does not say (not Linux, or no such process)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+        return f"{boot_id}/{int(fields[19])}"  # field 22: start time, in clock ticks since boot
+    except (OSError, IndexError, ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The rows one claim holds, and its token (to renew it)."""
+
+    records: list[Record]
+    token: str
 
 
 @dataclass(frozen=True)
@@ -166,11 +224,13 @@ class Outbox:
             raise ValueError("a write ahead needs a fresh key")
         return HeldWrite(row, token)
 
-    def record_accepted(self, held: HeldWrite, gateway_id: str | None, learned: Iterable[Observation]) -> bool:
-        """The gateway accepted ``held`` as ``gateway_id`` on its own send: it leaves the outbox,
-        references to its local id follow, and ``learned`` is merged as for a store never queued.
-        False when a flush took it over meanwhile (its lease ran out): that flush records it."""
-        return self.index.adopt_held(held.local_id, held.token, gateway_id, learned)
+    def record_accepted(self, held: HeldWrite, gateway_record: Mapping[str, Any] | None,
+                        learned: Iterable[Observation]) -> bool:
+        """The gateway accepted ``held`` as ``gateway_record`` on its own send: it stays in the
+        outbox as a synced record, as a flush would leave it (so every count of synced records
+        includes it), references to its local id follow, and ``learned`` is merged.  False when
+        a flush took it over meanwhile (its lease ran out): that flush records it."""
+        return self.index.adopt_held(held.local_id, held.token, gateway_record, learned)
 
     def discard(self, held: HeldWrite) -> bool:
         """Drop ``held``: the gateway refused it (a duplicate, a 4xx) and the store says "not
@@ -184,21 +244,42 @@ class Outbox:
 
     def claim_batch(self, limit: int, *, lease_seconds: float) -> list[Record]:
         """Claim up to ``limit`` pending records, oldest first, for ``lease_seconds``."""
+        return self.claim(limit, lease_seconds=lease_seconds).records
+
+    def claim(self, limit: int, *, lease_seconds: float) -> Claimed:
+        """:meth:`claim_batch`, with the claim's token, for :meth:`renew`."""
         now = time.time()
-        return self.index.claim_pending(limit, token=self._claim_token(), now=now, until=now + lease_seconds,
-                                        holder_is_gone=self._holder_is_gone)
+        token = self._claim_token()
+        return Claimed(self.index.claim_pending(limit, token=token, now=now, until=now + lease_seconds,
+                                                holder_is_gone=self._holder_is_gone), token)
+
+    def renew(self, claimed: Claimed, *, lease_seconds: float) -> None:
+        """Hold the rows of ``claimed`` that are still held by it for ``lease_seconds`` more."""
+        self.index.renew_claims([r.local_id or "" for r in claimed.records], token=claimed.token,
+                                until=time.time() + lease_seconds)
 
     def _claim_token(self) -> str:
         import uuid  # here, not at the top: only writes claim, and the CLI's reads load this module too
 
-        return f"{self._machine}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        pid = os.getpid()
+        start = process_start(pid)
+        holder = str(pid) if start is None else f"{pid}@{start}"
+        return f"{self._machine}:{holder}:{uuid.uuid4().hex[:12]}"
 
     def _holder_is_gone(self, token: str) -> bool:
-        # token = "<machine>:<pid>:<nonce>"; the machine name may itself contain ':'.
+        # token = "<machine>:<pid>[@<boot id>/<start>]:<nonce>"; the machine name may itself
+        # contain ':'.  A token without the start is an older qmem's: a live PID is alive.
         parts = token.rsplit(":", 2)
-        if len(parts) != 3 or parts[0] != self._machine or not parts[1].isdigit():
+        if len(parts) != 3 or parts[0] != self._machine:
             return False
-        pid = int(parts[1])
+        pid_text, _, start = parts[1].partition("@")
+        if not pid_text.isdigit():
+            return False
+        pid = int(pid_text)
+        if start:
+            now = process_start(pid)
+            if now is not None:
+                return now != start  # another process has that PID now (or the machine rebooted)
         if pid == os.getpid():
             return False
         try:
@@ -240,13 +321,18 @@ class Outbox:
         when a named record is not a failed one."""
         return self.index.retry_failed(None if record_ids is None else list(record_ids))
 
+    def forget(self, record_ids: Iterable[str], *, dry_run: bool = False) -> ForgetReport:
+        """Remove the records named (gateway or local ids) from this machine for good; with
+        ``dry_run`` only say what would go.  InputError, and nothing changes, when a named record
+        is not in the index or another live qmem process is sending it right now."""
+        rows = self.index.forget(list(record_ids), dry_run=dry_run, now=time.time(),
+                                 holder_is_gone=self._holder_is_gone)
+        return ForgetReport(rows, dry_run)
+
     def report(self, *, limit: int | None = QUEUE_LIMIT) -> QueueReport:
         """Counts by state and the most recent rows (failed and pending first), at most ``limit``
         of them (None: all)."""
-        rows = self.index.queue_records(None if limit is None else limit + 1)
-        more = limit is not None and len(rows) > limit
-        return QueueReport(counts=self.index.queue_counts(), records=rows[:limit] if more else rows,
-                           limit=limit, more=more)
+        return self.index.queue_report(limit=limit)
 
     def queued_corrections(self, record_ids: Iterable[str]) -> dict[str, str]:
         """``{record id: local id of the queued correction}`` for those of ``record_ids`` that a

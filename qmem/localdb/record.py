@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InputError
 from ..records import canonical_time, format_utc, is_local_id, normalize_text
@@ -160,7 +160,8 @@ class Observation:
     tool: str | None = None
 
 
-_Timed = TypeVar("_Timed", Record, Observation)
+if TYPE_CHECKING:  # a name for the annotations below, never needed at run time
+    _Timed = TypeVar("_Timed", Record, Observation)
 
 
 def with_stored_times(item: _Timed) -> _Timed:

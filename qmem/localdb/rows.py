@@ -4,7 +4,7 @@
 these statements in it: reading a row into a :class:`~qmem.localdb.record.Record` and writing one
 back (times in their stored form), merging an observation, queueing an outbox row (a pending
 correction marks its target at once), counting the outbox by state, and adopting the gateway's
-ids for the rows it accepted.  Nothing here begins, commits or rolls back, and nothing but
+ids for the rows it accepted, and forgetting a row for good.  Nothing here begins, commits or rolls back, and nothing but
 :mod:`qmem.localindex` calls it: the tables keep one owner's operations.
 """
 
@@ -24,6 +24,8 @@ from .record import (
 __all__ = [
     "RECORD_COLUMNS_SQL", "row_to_record", "set_meta", "learn_observation", "insert_queued", "queue_counts",
     "mark_target", "is_held", "remove_queued", "queued_by_local_id", "adopt_gateway_ids",
+    # forget
+    "forget_candidate", "forget_row", "purge_deleted_text",
 ]
 
 #: The SELECT list that :func:`row_to_record` reads.
@@ -190,7 +192,35 @@ def record_values(record: Record) -> dict[str, Any]:
     return values
 
 
-def row_to_record(row: sqlite3.Row) -> Record:
+def row_to_record(row: sqlite3.Row | tuple[Any, ...]) -> Record:
     values = dict(zip(RECORD_COLUMNS, row, strict=True))
     values["private"] = bool(values["private"])
     return Record(**values)
+
+
+# --- forget: a row removed for good (qmem.local forget) ---------------------------------------
+
+def forget_candidate(conn: sqlite3.Connection, record_id: str) -> tuple[Record, str | None, float | None] | None:
+    """The row with gateway or local id ``record_id``, with its claim (token, until), or None."""
+    row = conn.execute(f"SELECT {RECORD_COLUMNS_SQL}, claim_token, claim_until FROM records "
+                       f"WHERE id = ? OR local_id = ? ORDER BY local_id IS NULL LIMIT 1",
+                       (record_id, record_id)).fetchone()
+    if row is None:
+        return None
+    values = tuple(row)
+    return row_to_record(values[:len(RECORD_COLUMNS)]), values[-2], values[-1]
+
+
+def forget_row(conn: sqlite3.Connection, record: Record) -> None:
+    """Delete ``record``'s row (its full-text entry follows, by trigger).  An outbox row goes as a
+    refused one would (:func:`remove_queued`: a target its correction marked is current again)."""
+    if record.local_id is not None:
+        remove_queued(conn, record.local_id, None)
+    else:
+        conn.execute("DELETE FROM records WHERE id = ? AND local_id IS NULL", (record.id,))
+
+
+def purge_deleted_text(conn: sqlite3.Connection) -> None:
+    """Leave no word of a deleted row in the file: the full-text index merged into one segment
+    (FTS5 keeps a deleted row's words in its segments until they are merged)."""
+    conn.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")

@@ -214,23 +214,31 @@ def _normalise_times(conn: sqlite3.Connection, progress: Callable[[int, int], No
 
     A value that is no time at all is left as it is (it never counts as past).  Only the
     rows that need it are read and written; the text is not touched, so the full-text
-    index is not either.
+    index is not either.  The table is walked in rowid windows of :data:`REBUILD_BATCH`
+    rows, so memory stays bounded however big the index is.
     """
     outside = " OR ".join(f"({column} IS NOT NULL AND {column} NOT GLOB :form)" for column in _TIME_COLUMNS)
-    rows = conn.execute(f"SELECT rowid, {', '.join(_TIME_COLUMNS)} FROM records WHERE {outside}",
-                        {"form": _CANONICAL_TIME_GLOB}).fetchall()
-    if not rows:
+    form = {"form": _CANONICAL_TIME_GLOB}
+    total = conn.execute(f"SELECT count(*) FROM records WHERE {outside}", form).fetchone()[0]
+    if not total:
         return
-    total = len(rows)
     if progress is not None:
         progress(0, total)
     assignments = ", ".join(f"{column} = ?" for column in _TIME_COLUMNS)
-    for start in range(0, total, REBUILD_BATCH):
-        batch = rows[start:start + REBUILD_BATCH]
+    done, last = 0, 0
+    while done < total:
+        high = conn.execute("SELECT max(rowid) FROM (SELECT rowid FROM records WHERE rowid > ? ORDER BY rowid "
+                            "LIMIT ?)", (last, REBUILD_BATCH)).fetchone()[0]
+        if high is None:
+            break
+        batch = conn.execute(f"SELECT rowid, {', '.join(_TIME_COLUMNS)} FROM records "
+                             f"WHERE rowid > :low AND rowid <= :high AND ({outside})",
+                             {**form, "low": last, "high": high}).fetchall()
         conn.executemany(f"UPDATE records SET {assignments} WHERE rowid = ?",
                          [(*(_one_form(value) for value in row[1:]), row[0]) for row in batch])
-        if progress is not None:
-            progress(start + len(batch), total)
+        done, last = done + len(batch), high
+        if progress is not None and batch:
+            progress(done, total)
 
 
 def _one_form(value: str | None) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..records import KINDS
@@ -81,8 +81,9 @@ def find_terms(query: Any, *, kind: str | None, limit: Any) -> QueryTerms:
     return parsed
 
 
-#: ``search(match expression, at most n) -> rows``, each row with an ``"id"``, best first.
-Search = Callable[[str, int], list[Any]]
+if TYPE_CHECKING:
+    #: ``search(match expression, at most n) -> rows``, each row with an ``"id"``, best first.
+    Search = Callable[[str, int], list[Any]]
 
 
 def ranked(search: Search, terms: tuple[str, ...], limit: int) -> tuple[list[Any], str, int]:

@@ -13,8 +13,9 @@ may be an excerpt, so coverage is partial).  The record is read from the result'
 ``details`` (``{"qmem": 1, "record" | "results": …}``) and otherwise from a JSON object
 in its text.  A store that was only *queued* comes back into the outbox under its
 original local id, so rebuilding the index never loses a write and never sends it
-twice — unless one of its fields carries a credential: then it is kept as a failed
-outbox record naming the family, and never sent.  Results of the recall lane (``memory_search``) and qmem's own lexical
+twice — unless one of its fields carries a credential, or it fails today's checks (a text
+too long, a NUL, no ``project_id``): then it is kept as a failed outbox record naming the
+family or the cause (``queue`` lists it), counted, and never sent.  Results of the recall lane (``memory_search``) and qmem's own lexical
 fallback answers are never imported.
 
 How cheaply: an unchanged file costs one ``stat``; an appended file is read from the
@@ -47,11 +48,13 @@ from typing import Any, BinaryIO
 from ..errors import InputError
 from ..hostdirs import agent_directory, session_directory
 from ..localindex import ImportedFile, LocalIndex
-from ..records import NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record
+from ..records import (
+    RECORD_FIELDS, NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record,
+)
 from .outbox import Outbox
 from .record import Observation, observation_from_record, this_machine
 
-__all__ = ["SessionRoot", "ImportReport", "SessionImporter", "session_roots"]
+__all__ = ["ImportReport", "SessionImporter", "session_roots"]
 
 QMEM_TOOLS = frozenset({"qmem_store", "qmem_correct", "qmem_get", "qmem_search"})
 HEAD_BYTES = 4096
@@ -73,6 +76,15 @@ class SessionRoot:
     host: str  # "pi" | "prime"
     root: Path
     patterns: tuple[str, ...]
+
+    def directories(self) -> list[str]:
+        """The directories under :attr:`root` that ``import`` reads (``sessions/`` …), with a slash."""
+        return sorted({p.split("/", 1)[0] + "/" for p in self.patterns if "/" in p and "*" not in p.split("/", 1)[0]})
+
+    def found(self) -> bool:
+        """Whether :attr:`root` has a directory ``import`` reads."""
+        tops = [top.rstrip("/") for top in self.directories()]
+        return self.root.is_dir() and (not tops or any((self.root / top).is_dir() for top in tops))
 
 
 _SESSION_PATTERNS = {
@@ -108,7 +120,8 @@ class ImportReport:
     records_added: int = 0
     records_updated: int = 0
     queued_restored: int = 0
-    queued_refused: int = 0  # restored as failed: a field carries a credential
+    queued_refused: int = 0  # restored as failed: a field carries a credential, or it is invalid now
+    queued_invalid: int = 0  # of those, failing today's checks (the cause is kept with the record)
     malformed_lines: int = 0
     unknown_entries: int = 0
     non_utf8_lines: int = 0
@@ -126,6 +139,7 @@ class QueuedWrite:
     local_id: str
     record: NewRecord
     tool: str
+    invalid: str | None = None  # why today's checks refuse it: then kept as failed, never sent
 
 
 # --- what one call teaches (pure) ------------------------------------------------------
@@ -175,12 +189,15 @@ def learned_from_call(name: str, arguments: Mapping[str, Any], result: Mapping[s
         rec = payload.get("record") if isinstance(payload.get("record"), dict) else payload
         record_id = rec.get("id")
         if is_local_id(record_id) or payload.get("queued") is True:
+            if not is_local_id(record_id):
+                return []
             try:
                 # An expiry that has passed since is not a reason to drop the write.
-                new = validate_new_record(arguments, now=_LONG_AGO)
-            except InputError:
-                return []
-            return [QueuedWrite(local_id=record_id, record=new, tool=name)] if is_local_id(record_id) else []
+                return [QueuedWrite(local_id=record_id, record=validate_new_record(arguments, now=_LONG_AGO),
+                                    tool=name)]
+            except InputError as exc:  # the host said "queued locally": kept, failed, with the cause
+                return [QueuedWrite(local_id=record_id, record=_as_written(arguments), tool=name,
+                                    invalid=f"restored from a session but not valid now: {exc.message}")]
         learned: list[Observation | QueuedWrite] = []
         obs = _observation(rec, coverage="full", tool=name, session_file=session_file, fallback=arguments)
         if obs is not None:
@@ -206,6 +223,22 @@ def learned_from_call(name: str, arguments: Mapping[str, Any], result: Mapping[s
                 for r in results if isinstance(r, dict))
         return [obs for obs in seen if obs is not None]
     return []
+
+
+def _kept_text(value: Any) -> str | None:
+    """A field as a failed row can keep it: a string (lone surrogates, which the index cannot
+    store, as U+FFFD), another JSON value as its JSON text."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _as_written(arguments: Mapping[str, Any]) -> NewRecord:
+    """A write that fails today's checks, as the session holds it, for a failed outbox row."""
+    fields = {name: _kept_text(arguments.get(name)) for name in RECORD_FIELDS}
+    return NewRecord(**{**fields, "text": fields["text"] or "", "project_id": fields["project_id"] or "",
+                        "kind": fields["kind"] or "fact"})
 
 
 # --- reading files -----------------------------------------------------------------------
@@ -331,11 +364,14 @@ class SessionImporter:
                 calls: dict[str, tuple[str, dict[str, Any]]], learned: list[Observation | QueuedWrite],
                 report: ImportReport) -> None:
         restored = []
+        # Rare: looked up one by one, so that a write restored by an earlier run is not counted again.
+        invalid_new = sum(1 for item in learned if isinstance(item, QueuedWrite) and item.invalid
+                          and self.index.queued_state(item.local_id) is None)
         for item in learned:
             if isinstance(item, QueuedWrite):
                 # Whatever wrote the session file, a credential found now keeps the write here, unsent.
                 findings = credential_findings(item.record.to_request())
-                refused = describe_credentials(findings) if findings else None
+                refused = describe_credentials(findings) if findings else item.invalid
                 restored.append(self.outbox.restored_row(item.local_id, item.record, tool=item.tool,
                                                          session_file=key, refused=refused))
         # One transaction: the offset is saved with the writes it restores, or neither is.
@@ -346,6 +382,7 @@ class SessionImporter:
         report.records_updated += counts["updated"]
         report.queued_restored += counts["queued"]
         report.queued_refused += counts["queued_failed"]
+        report.queued_invalid += invalid_new
 
 
 def _discover(root: SessionRoot) -> Iterator[tuple[str, Path, os.stat_result]]:

@@ -5,5 +5,7 @@
 install created; ``hostpackages`` finds qmem installed by pi's or Prime's own installer;
 ``hostcheck`` is doctor's view of the hosts; ``hermesconfig`` enables qmem in Hermes'
 ``config.yaml`` where the edit is certain; ``mcpconfig`` prints ready MCP server entries;
-``doctor`` checks every part.
+``pluginentry`` is the MCP entry of the Claude Code / Codex plugin (``qmem/.mcp.json``),
+``plugininstall`` installs that plugin through the hosts' own commands and removes what their
+uninstall leaves, ``plugincheck`` is doctor's view of it; ``doctor`` checks every part.
 """

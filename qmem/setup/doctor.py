@@ -13,7 +13,8 @@ Promises:
   the time left; the local index (schema, counts, ``PRAGMA quick_check``) when it exists —
   it is never created; and which hosts (pi, Prime, Hermes) have qmem installed, with the
   version there, whether the host can load and has enabled it, and as which host it would
-  run (:mod:`qmem.setup.hostcheck`).
+  run (:mod:`qmem.setup.hostcheck`); and whether Claude Code or Codex has the plugin ``qmem@qmem``
+  installed and its MCP server would start from the host's copy (:mod:`qmem.setup.plugincheck`).
 * **It changes nothing.**  The probes go around the shared circuit breakers (a doctor run is
   an explicit question, asked even while a breaker is open) and do not report to them: the
   breakers are shown as they are, with a hint when a service answers although its breaker
@@ -52,13 +53,14 @@ from ..clients.gateway import GatewayClient, GatewayRefused, GatewayUnauthorized
 from ..clients.qdrant import QdrantError, ReadOnlyQdrant
 from ..config import Config
 from ..errors import ConfigError, QmemError
-from ..localdb.sessionimport import SessionRoot, session_roots
+from ..localdb.sessionimport import session_roots
 from ..localindex import LocalIndex
 from ..secretscan.audit import audit, hide_flagged
 from . import install
 from .hostcheck import check_hosts, host_words
+from .plugincheck import LABELS, check_plugins, plugin_words
 
-__all__ = ["diagnose", "render", "session_root_found"]
+__all__ = ["diagnose", "render"]
 
 #: What the embeddings probe sends: a fixed sentence, never the user's text.
 EMBEDDING_PROBE_TEXT = "qmem doctor: a probe of the embeddings service"
@@ -109,19 +111,10 @@ def _config(env: Mapping[str, str]) -> tuple[dict[str, Any], Config]:
     return report, config
 
 
-def session_root_found(root: SessionRoot) -> bool:
-    """Whether a session root has a directory ``import`` reads (``sessions/`` … under it)."""
-    tops = {pattern.split("/", 1)[0] for pattern in root.patterns if "/" in pattern and "*" not in
-            pattern.split("/", 1)[0]}
-    return root.root.is_dir() and (not tops or any((root.root / top).is_dir() for top in tops))
-
-
 def _paths(env: Mapping[str, str], config: Config) -> dict[str, Any]:
     paths = config_mod.resolve_paths(config, env)
     roots = [{"label": root.label, "host": root.host, "directory": str(root.root),
-              "reads": sorted({p.split("/", 1)[0] + "/" for p in root.patterns if "/" in p and "*" not in
-                               p.split("/", 1)[0]}),
-              "exists": session_root_found(root)} for root in session_roots(env)]
+              "reads": root.directories(), "exists": root.found()} for root in session_roots(env)]
     return {"data_dir": str(paths.data_dir), "index": str(paths.database), "breaker_file": str(paths.breaker_file),
             "sessions": roots}
 
@@ -290,6 +283,7 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
     recall_report: dict[str, Any] = {"configured": recall.configured, "enabled": recall.enabled,
                                      "active": recall.active, "qdrant_url": recall.qdrant_url,
                                      "embeddings_url": recall.embeddings_url}
+    recall_report["last"] = _last_recall(env, config)
     if recall.active:
         assert recall.qdrant_url is not None and recall.embeddings_url is not None
         recall_report.update(qdrant={**results["qdrant"], "breaker": _breaker_state(env, config, recall.qdrant_url)},
@@ -314,6 +308,9 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
     hosts = host_check.document
     problems += host_check.problems
     warnings += host_check.warnings
+    plugin_check = check_plugins(env)  # Claude Code and Codex: the plugin qmem@qmem
+    problems += plugin_check.problems
+    warnings += plugin_check.warnings
 
     warnings += audit(env)
     # Shown values are redacted by the scanner's families: the report never prints a credential.
@@ -328,6 +325,7 @@ def diagnose(env: Mapping[str, str] | None = None) -> Diagnosis:
         "recall": recall_report,
         "index": index,
         "hosts": hosts,
+        "plugins": plugin_check.document,
         "warnings": warnings,
         "problems": problems,
         "ok": not problems,
@@ -382,7 +380,7 @@ def _recall_lines(recall: Mapping[str, Any]) -> list[str]:
               f"{', dimension ' + str(embeddings['dimension']) if embeddings.get('dimension') else ''}"
               f"{': ' + embeddings['error'] if embeddings.get('error') else ''}; "
               f"{_breaker_words(embeddings['breaker'])}")
-    return ["on", q_line, e_line]
+    return ["on", q_line, e_line, *_last_recall_lines(recall.get("last"))]
 
 
 def render(diagnosis: Diagnosis) -> str:
@@ -421,6 +419,8 @@ def render(diagnosis: Diagnosis) -> str:
                      f"{index['records']} records, queue: pending {queue['pending']}, failed {queue['failed']}; "
                      f"integrity {index['integrity']}{', read-only' if index.get('read_only') else ''}")
     lines.append("hosts       " + " · ".join(f"{name}: {host_words(host)}" for name, host in d["hosts"].items()))
+    lines.append("plugins     " + " · ".join(f"{LABELS[name]}: {plugin_words(report)}"
+                                             for name, report in d["plugins"].items()))
     for warning in diagnosis.warnings:
         lines.append(f"warning     {warning}")
     for problem in diagnosis.problems:
@@ -428,3 +428,24 @@ def render(diagnosis: Diagnosis) -> str:
     count = len(diagnosis.problems)
     lines.append(f"overall     {'ok' if not count else f'{count} problem' + ('s' if count != 1 else '')}")
     return "\n".join(lines)
+
+
+# -- the recall log's last outcome per lane (ids and numbers only: see qmem/recalllog.py)
+
+def _last_recall(env: Mapping[str, str], config: Config) -> dict[str, Any]:
+    """lane -> {"outcome", "category", "time"} of the newest automatic recall, or {}."""
+    from ..recalllog import RecallLog, last_lane_outcomes
+
+    log = RecallLog.in_directory(config_mod.resolve_paths(config, env).data_dir)
+    return {lane: {"outcome": outcome, "category": category, "time": when}
+            for lane, (outcome, category, when) in last_lane_outcomes(log.read_entries(20)).items()}
+
+
+def _last_recall_lines(last: Mapping[str, Any] | None) -> list[str]:
+    if not last:
+        return ["last recall none recorded yet (python3 -m qmem.local recall-log)"]
+    words = ", ".join(f"{lane} {info['outcome']}{' (' + info['category'] + ')' if info.get('category') else ''}"
+                      for lane, info in last.items())
+    when = next(iter(last.values()))["time"]
+    return [f"last recall {when}: {words} (python3 -m qmem.local recall-log)"]
+

@@ -321,3 +321,14 @@ def is_enabled(path: Path) -> bool | None:
     except _Unsure:  # an UnreadableFile goes to the caller
         return None
     return PLUGIN in plugins.lists["enabled"].names and PLUGIN not in plugins.lists["disabled"].names
+
+
+def unread_reason(path: Path) -> str | None:
+    """Why :func:`is_enabled` cannot tell for ``path`` (its shape, or why the file cannot be read), or None."""
+    try:
+        _parse(_load(path)[0])
+    except _Unsure as exc:
+        return str(exc)
+    except UnreadableFile as exc:
+        return exc.message
+    return None

@@ -6,7 +6,13 @@ clone itself is used) or a git source (cloned to ``<agent dir>/git/<host>/<path>
 package's ``package.json`` ``pi`` manifest names its extensions; qmem's root manifest names
 ``qmem/index.js``.  :func:`installed_packages` reads only — it lists each package whose
 manifest leads to a qmem folder, for ``doctor``.  npm sources and sources it cannot place are
-left out (qmem is not published on npm).  ``settings.json`` and each ``package.json`` are read
+left out (qmem is not published on npm).  A package written as an object may carry pi's resource
+filter (``{"source": …, "extensions": [patterns]}``): ``[]`` loads no extension of it, patterns
+keep the extensions they match (``!`` excludes, ``+`` / ``-`` force an exact path in or out, as pi's
+``applyPatterns`` does, matched like minimatch against the path relative to the package, the
+file name and the absolute path).  :attr:`Package.filtered` says whether that filter leaves
+qmem's ``index.js`` out (None: a pattern beyond ``*``, ``**``, ``?`` and ``[…]``, not decided
+here).  ``settings.json`` and each ``package.json`` are read
 the safe way (:mod:`qmem.files.smallfile`, 1 MiB at most); one that is there but cannot be read is
 handed back with the packages (:attr:`PackageScan.unread`), never taken for "no packages".
 """
@@ -38,6 +44,8 @@ class Package:
     root: Path  # the package directory the host reads
     extension: Path  # the qmem folder its manifest names
     version: str  # the qmem version found there (what ``qmem_version`` answered)
+    filter: list[str] | None = None  # the entry's "extensions" filter as written, None when it has none
+    filtered: bool | None = False  # whether that filter leaves qmem's index.js out (None: not decided here)
 
 
 @dataclass
@@ -104,6 +112,68 @@ def _qmem_extension(root: Path, qmem_version: Callable[[Path], str | None],
     return None
 
 
+def _glob(pattern: str) -> re.Pattern[str] | None:
+    """minimatch's ``*`` (no ``/``), ``**`` (any depth), ``?`` and ``[…]``; None beyond them."""
+    if any(ch in pattern for ch in "{}()"):  # braces and extglobs: not decided here
+        return None
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        elif pattern[i] == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                return None
+            body = pattern[i + 1:end]
+            out, i = out + "[" + ("^" + body[1:] if body.startswith("!") else body) + "]", end + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def _matches(path: Path, root: Path, patterns: list[str], *, exact: bool) -> bool | None:
+    forms = [os.path.relpath(path, root).replace(os.sep, "/"), path.as_posix()]
+    if not exact:
+        forms.append(path.name)
+    for pattern in patterns:
+        pattern = pattern.replace("\\", "/")
+        if exact:
+            if (pattern[2:] if pattern.startswith("./") else pattern) in forms:
+                return True
+            continue
+        compiled = _glob(pattern)
+        if compiled is None:
+            return None
+        if any(compiled.fullmatch(form) for form in forms):
+            return True
+    return False
+
+
+def filter_leaves_out(index_js: Path, root: Path, patterns: list[str]) -> bool | None:
+    """Whether pi's package filter ``patterns`` disables ``index_js`` (pi's ``applyPatterns``)."""
+    if not patterns:
+        return True  # an empty list disables every extension of the package
+    includes = [p for p in patterns if not p.startswith(("!", "+", "-"))]
+    excludes = [p[1:] for p in patterns if p.startswith("!")]
+    forced_in = [p[1:] for p in patterns if p.startswith("+")]
+    forced_out = [p[1:] for p in patterns if p.startswith("-")]
+    enabled: bool | None = True if not includes else _matches(index_js, root, includes, exact=False)
+    if enabled and excludes:
+        excluded = _matches(index_js, root, excludes, exact=False)
+        enabled = None if excluded is None else not excluded
+    if forced_in and _matches(index_js, root, forced_in, exact=True):
+        enabled = True
+    if forced_out and _matches(index_js, root, forced_out, exact=True):
+        enabled = False
+    return None if enabled is None else not enabled
+
+
 def installed_packages(agent_dir: Path, env: Mapping[str, str],
                        qmem_version: Callable[[Path], str | None]) -> PackageScan:
     """The ``packages`` of ``agent_dir/settings.json`` that hold a folder ``qmem_version`` finds a
@@ -133,5 +203,9 @@ def installed_packages(agent_dir: Path, env: Mapping[str, str],
             continue
         found = _qmem_extension(root, qmem_version, scan)
         if found is not None:
-            scan.packages.append(Package(source, root, *found))
+            patterns = entry.get("extensions") if isinstance(entry, dict) else None
+            listed = patterns if isinstance(patterns, list) and all(isinstance(p, str) for p in patterns) else None
+            filtered = (filter_leaves_out(found[0] / "index.js", root, listed) if listed is not None
+                        else None if patterns is not None else False)
+            scan.packages.append(Package(source, root, *found, filter=listed, filtered=filtered))
     return scan

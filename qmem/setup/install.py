@@ -54,6 +54,7 @@ from .. import __version__
 from ..errors import QmemError
 from ..files.smallfile import CONTENT_REASONS, MIB, UnreadableFile, read_file_head, read_json_file, read_small_file
 from ..hostdirs import agent_directory
+from ..hosts.identity import HostEvidence, host_votes
 from . import hermesconfig, installrecord
 
 __all__ = ["install", "uninstall"]
@@ -297,6 +298,11 @@ def _hermes_command(verb: str, where: Location, env: Mapping[str, str]) -> str:
     return f"{prefix}hermes plugins {verb} qmem{suffix}"
 
 
+def hermes_plugin_command(verb: str, env: Mapping[str, str]) -> str:
+    """The ``hermes plugins enable|disable qmem`` command for this environment's Hermes."""
+    return _hermes_command(verb, location("hermes", env), env)
+
+
 def _hermes_enable(where: Location, env: Mapping[str, str], enable: bool) -> tuple[dict[str, Any], str | None]:
     assert where.hermes_config is not None
     edit = hermesconfig.enable(where.hermes_config) if enable else hermesconfig.disable(where.hermes_config)
@@ -429,6 +435,10 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
         why = exc.message if isinstance(exc, UnreadableFile) else exc.strerror or exc.__class__.__name__
         result.notes.append(f"could not record what install created ({why}); "
                             f"uninstall will leave {', '.join(str(p) for p in [*created, *created_files])}")
+    if result.mode == "link":
+        note = other_hosts_clone(host, source, env)
+        if note:
+            result.notes.append(note)
     if result.action == "unchanged":
         return result
     result.notes.append({"pi": "next: start pi and run /qmem:local status (or: python3 -m qmem.local doctor)",
@@ -437,6 +447,27 @@ def install(host: str, env: Mapping[str, str], *, copy: bool = False) -> SetupRe
                          "hermes": "next: start hermes and run /qmem:local status (or: python3 -m qmem.local "
                                    "doctor)"}[host])
     return result
+
+
+def other_hosts_clone(host: str, source: Path, env: Mapping[str, str]) -> str | None:
+    """A warning when ``host`` is linked to a clone that lives in the other host's agent directory.
+
+    The link works (identity weighs the host's own facts above the resolved path, see
+    :mod:`qmem.hosts.identity`), but that clone is the other host's to manage: its ``update``
+    or ``remove`` changes or deletes what this host loads.  A copy does not depend on it.
+    """
+    if host not in ("pi", "prime"):
+        return None
+    other = "prime" if host == "pi" else "pi"
+    if other not in host_votes(HostEvidence(paths=(str(source),)), env):
+        return None
+    names = {"pi": ("pi", "pi update` or `pi remove"), "prime": ("Prime", "prime-agent package update` or "
+                                                                        "`prime-agent package remove")}
+    owner, verbs = names[other]
+    return (f"warning: this clone ({source}) lies in {owner}'s directory, which {owner}'s own installer manages: "
+            f"`{verbs}` changes or deletes what {names[host][0]} now loads through the link. To keep "
+            f"{names[host][0]} apart from it: `python3 -m qmem.local uninstall {host} && python3 -m qmem.local "
+            f"install {host} --copy`")
 
 
 def uninstall(host: str, env: Mapping[str, str]) -> SetupResult:

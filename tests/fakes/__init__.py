@@ -5,7 +5,10 @@
 * :mod:`tests.fakes.gateway` — :class:`FakeGateway` (DESIGN.md §6);
 * :mod:`tests.fakes.qdrant` — :class:`FakeQdrant` (Qdrant REST v1.18 shapes);
 * :mod:`tests.fakes.embeddings` — :class:`FakeEmbeddings` (OpenAI-compatible)
-  and :func:`embed_text`.
+  and :func:`embed_text`;
+* :mod:`tests.fakes.llm` — a scripted chat-completions LLM (pi, Prime, Hermes);
+* :mod:`tests.fakes.modelapi` — a scripted Anthropic Messages / OpenAI Responses API
+  (Claude Code, Codex).
 """
 
 from .embeddings import FakeEmbeddings, cosine, embed_text

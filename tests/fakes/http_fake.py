@@ -32,6 +32,9 @@ Fault semantics (one fault is consumed per matching request):
 ``delay_headers``
     Send nothing until the test sets the given :class:`threading.Event` (or
     until ``stop()``), then answer normally.
+``delay``
+    Send nothing for ``seconds`` (or until ``stop()``), then answer normally:
+    a slow service, for tests of what "slow" costs and for the benchmarks.
 
 ``when="before"`` (the default) applies the fault instead of the real handler:
 the fake's state does not change.  ``when="after"`` runs the real handler first
@@ -74,6 +77,7 @@ FAULT_KINDS = (
     "close_without_response",
     "reset",
     "delay_headers",
+    "delay",
 )
 
 
@@ -126,6 +130,7 @@ class Fault:
     headers: tuple[tuple[str, str], ...] = ()
     sent_bytes: int | None = None
     event: threading.Event | None = field(default=None, compare=False)
+    seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -216,6 +221,11 @@ class Fault:
     def delay_headers(cls, event: threading.Event, **common: Any) -> Fault:
         """Send nothing until ``event`` is set (or ``stop()``), then answer normally."""
         return cls(kind="delay_headers", event=event, **common)
+
+    @classmethod
+    def delay(cls, seconds: float, **common: Any) -> Fault:
+        """Answer normally after ``seconds`` (``stop()`` ends the wait at once)."""
+        return cls(kind="delay", seconds=float(seconds), **common)
 
     def matches(self, method: str, path: str) -> bool:
         if self.method is not None and self.method.upper() != method.upper():
@@ -403,7 +413,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             req.fault = fault.kind
             req.fault_when = fault.when
         if fault is not None and fault.when == "before":
-            if fault.kind == "delay_headers":
+            if fault.kind == "delay":
+                if fake._stop_event.wait(fault.seconds):
+                    self._drop(req)
+                    return
+            elif fault.kind == "delay_headers":
                 if not fake._wait_for(fault.event):
                     self._drop(req)
                     return
@@ -412,7 +426,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
         response = fake._safe_handle(req)
         if fault is not None and fault.when == "after":
-            if fault.kind == "delay_headers":
+            if fault.kind == "delay":
+                if fake._stop_event.wait(fault.seconds):
+                    self._drop(req)
+                    return
+            elif fault.kind == "delay_headers":
                 if not fake._wait_for(fault.event):
                     self._drop(req)
                     return
