@@ -46,8 +46,6 @@ require_supported_python()
 
 import os  # noqa: E402  (after the version check: one line on an old Python, no traceback)
 import sys  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
 
 from .cli.frontend import (  # noqa: E402
     EXIT_ERROR, EXIT_USAGE, HelpRequested, Outcome, UsageError, emit, error_outcome, to_json_text,
@@ -62,6 +60,11 @@ from .curation.status import StatusProblems, run_status  # noqa: E402
 from .errors import QmemError  # noqa: E402
 from .runtime import Runtime  # noqa: E402
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
 # The pipeline's pieces stay importable from here, where the import benchmark and the tests find them.
 __all__ = ["main"]
 
@@ -73,8 +76,8 @@ def _stderr_progress(line: str) -> None:
     sys.stderr.flush()
 
 
-def _error_document(exc: QmemError) -> dict[str, Any]:
-    document: dict[str, Any] = {"error": {"category": exc.category, "message": exc.message}}
+def _error_document(exc: QmemError) -> "dict[str, Any]":
+    document: "dict[str, Any]" = {"error": {"category": exc.category, "message": exc.message}}
     if isinstance(exc, (InitMismatch, StatusProblems)):
         document = {**exc.document, **document}
     elif isinstance(exc, BatchFailure):
@@ -85,8 +88,8 @@ def _error_document(exc: QmemError) -> dict[str, Any]:
     return document
 
 
-def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-        progress: Callable[[str], None] | None = None) -> Outcome:
+def run(argv: "Sequence[str]", *, env: "Mapping[str, str] | None" = None,
+        progress: "Callable[[str], None] | None" = None) -> Outcome:
     """Run one command line and return what it produced; never raises for user errors."""
     env = os.environ if env is None else env
     argv = list(argv)
@@ -118,7 +121,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     return Outcome(stdout=to_json_text(document) if args.json else text, json=args.json)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None) -> int:
     if sys.stderr.isatty():
         set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)

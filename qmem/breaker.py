@@ -32,16 +32,19 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from .diagnostics import Warnings
 from .files.atomicfile import ensure_private_dir, write_atomic
 from .files.smallfile import MIB, UnreadableFile, decode_json, read_small_file
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 __all__ = ["Breaker", "BreakerPolicy", "SlowCall"]
 

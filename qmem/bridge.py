@@ -71,9 +71,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, BinaryIO  # noqa: E402
 
 from . import __version__  # noqa: E402
 from .config import recall_host  # noqa: E402
@@ -82,6 +80,11 @@ from .errors import QmemError  # noqa: E402
 from .hosts.identity import HostEvidence, identify_host  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
 from .jsonlines import UnreadableLine, decode_line, echoable_id, encode_line, id_key, read_lines  # noqa: E402
+from .valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 __all__ = []
 
@@ -110,7 +113,7 @@ class _BridgeUI:
         if self._has_ui:
             self._bridge.send({"ui": None, "method": "notify", "params": {"message": message, "level": level}})
 
-    def _ask(self, method: str, params: dict[str, Any]) -> Any:
+    def _ask(self, method: str, params: "dict[str, Any]") -> "Any":
         if not self._has_ui:
             return None
         return self._bridge.ask_ui(method, params)
@@ -123,10 +126,10 @@ WRITE_TOOLS = frozenset({"qmem_store", "qmem_correct"})
 class _Request:
     """An accepted request, from the line that carried it until its one answer is sent."""
 
-    id: Any
-    key: tuple[str, Any]
-    method: Any
-    params: dict[str, Any]
+    id: "Any"
+    key: "tuple[str, Any]"
+    method: "Any"
+    params: "dict[str, Any]"
     cancel: threading.Event = field(default_factory=threading.Event)
     started: "Future[None] | None" = None  # the worker's run, once submitted
 
@@ -137,14 +140,14 @@ class _Request:
 
 
 class Bridge:
-    def __init__(self, stdin: BinaryIO, stdout: BinaryIO, env: dict[str, str]) -> None:
+    def __init__(self, stdin: "BinaryIO", stdout: "BinaryIO", env: dict[str, str]) -> None:
         self._in = stdin
         self._out = stdout
         self._env = env
         self._write_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="qmem-bridge")
-        self._live: dict[tuple[str, Any], list[_Request]] = {}
-        self._ui_waits: dict[str, tuple[threading.Event, list[Any]]] = {}
+        self._live: "dict[tuple[str, Any], list[_Request]]" = {}
+        self._ui_waits: "dict[str, tuple[threading.Event, list[Any]]]" = {}
         self._ui_ids = itertools.count(1)
         self._state_lock = threading.Lock()
         self._closing = threading.Event()
@@ -158,7 +161,7 @@ class Bridge:
 
     # -- output
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: "dict[str, Any]") -> None:
         """Write one line; TypeError if ``message`` is not JSON data (the caller answers otherwise)."""
         data = encode_line(message)
         with self._write_lock:
@@ -168,7 +171,7 @@ class Bridge:
             except (BrokenPipeError, ValueError, OSError):
                 self._closing.set()  # the shim is gone: nobody to answer
 
-    def ask_ui(self, method: str, params: dict[str, Any]) -> Any:
+    def ask_ui(self, method: str, params: "dict[str, Any]") -> "Any":
         uid = f"u{next(self._ui_ids)}"
         done, box = threading.Event(), []
         with self._state_lock:
@@ -181,7 +184,7 @@ class Bridge:
             self._ui_waits.pop(uid, None)
         return box[0] if box else None
 
-    def _refuse(self, request_id: Any, reason: str) -> None:
+    def _refuse(self, request_id: "Any", reason: str) -> None:
         self.send({"id": echoable_id(request_id), "error": {"message": reason, "category": "bridge"}})
 
     # -- input
@@ -227,7 +230,7 @@ class Bridge:
                 self._accept(_Request(request_id, key, method, params))
         self._finish(None)
 
-    def _notification(self, method: Any, params: dict[str, Any]) -> None:
+    def _notification(self, method: "Any", params: "dict[str, Any]") -> None:
         if method == "cancel":
             key = id_key(params.get("id"))  # by JSON type and value: true does not cancel 1
             with self._state_lock:
@@ -245,7 +248,7 @@ class Bridge:
             self._live.setdefault(request.key, []).append(request)
             request.started = self._pool.submit(self._run, request)
 
-    def _finish(self, request_id: Any) -> None:
+    def _finish(self, request_id: "Any") -> None:
         """Close: every accepted request is answered, then ``shutdown`` (if it was one) last.
 
         The shim kills the bridge two seconds after ``shutdown``.  Requests already running
@@ -312,7 +315,7 @@ class Bridge:
             self.send({"id": request_id, "error": {"message": "qmem internal error (unwritable result)",
                                                    "category": "internal"}})
 
-    def _session(self, start: dict[str, Any] | None = None) -> PluginSession:
+    def _session(self, start: "dict[str, Any] | None" = None) -> PluginSession:
         """The session; ``start`` is session_start's params, which say where the session is.
 
         Before session_start, a provisional session answers: host unknown (no automatic
@@ -335,8 +338,8 @@ class Bridge:
                 self._provisional = start is None
             return self.session
 
-    def _dispatch(self, method: Any, params: dict[str, Any], cancel: threading.Event, *,
-                  closing: bool = False) -> Any:
+    def _dispatch(self, method: "Any", params: "dict[str, Any]", cancel: threading.Event, *,
+                  closing: bool = False) -> "Any":
         if method == "ping":
             return {"pong": True}
         if method == "session_start":

@@ -30,15 +30,18 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .files.configfile import read_config_file
 from .files.smallfile import OversizedNumber
+from .valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = [
     "Config", "RecallConfig", "Paths", "load_config", "setting_sources", "shown_key", "update_config",

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["Warnings", "SENTENCES", "stderr_sink"]
 

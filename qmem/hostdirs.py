@@ -16,9 +16,13 @@ environment's ``HOME``, else the user's home directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["agent_directory", "session_directory"]
 

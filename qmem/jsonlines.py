@@ -32,10 +32,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from json.decoder import scanstring
-from typing import Any, BinaryIO
+
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, BinaryIO
 
 __all__ = [
     "UnreadableLine", "decode_line", "echoable_id", "encode_line", "id_key", "is_request_id",

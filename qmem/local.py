@@ -28,8 +28,6 @@ require_supported_python()
 
 import os  # noqa: E402  (after the version check: one line on an old Python, no traceback)
 import sys  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
 
 from .cli.frontend import (  # noqa: E402
     EXIT_ERROR, EXIT_USAGE, HelpRequested, Outcome, Progress, UsageError, emit, error_document, error_outcome,
@@ -44,6 +42,11 @@ from .errors import InputError, QmemError  # noqa: E402
 from .records import QUEUE_LIMIT  # noqa: E402
 from .localdb.lexical import query_terms  # noqa: E402
 from .runtime import Runtime  # noqa: E402
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 __all__ = ["run", "main"]
 
@@ -61,18 +64,18 @@ class Unfinished(QmemError):
 
     category = "incomplete"
 
-    def __init__(self, message: str, document: dict[str, Any], text: str, *, category: str | None = None) -> None:
+    def __init__(self, message: str, document: "dict[str, Any]", text: str, *, category: str | None = None) -> None:
         super().__init__(message, category=category)
         self.document = document
         self.text = text
 
 
-def _cmd_status(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_status(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     status = rt.index.status()
     return status.to_json(), render_status(status)
 
 
-def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_import(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     from .localdb.sessionimport import SessionImporter, session_roots  # this command's own (see "commands" above)
 
     roots = [root for root in session_roots(rt.env) if args.host in (None, root.host)]
@@ -85,7 +88,7 @@ def _cmd_import(rt: Runtime, args: Any) -> tuple[Any, str]:
     return {**report.to_json(), "looked_in": looked}, render_import(report, looked)
 
 
-def _cmd_find(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_find(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     query = " ".join(args.query)
     if not query_terms(query).terms:
         raise UsageError("the query has no words to search for (a word needs a letter or a digit)")
@@ -94,7 +97,7 @@ def _cmd_find(rt: Runtime, args: Any) -> tuple[Any, str]:
     return result.to_json(), render_find(result)
 
 
-def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_queue(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     if args.action == "retry":
         if args.limit is not None or bool(args.ids) == args.all:
             raise UsageError("queue retry takes the ids of failed records, or --all")
@@ -108,7 +111,7 @@ def _cmd_queue(rt: Runtime, args: Any) -> tuple[Any, str]:
     return report.to_json(), render_queue(report)
 
 
-def _cmd_forget(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_forget(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     report = rt.outbox.forget(args.ids, dry_run=args.dry_run)
     return report.to_json(), render_forget(report)
 
@@ -132,7 +135,7 @@ def _queued_note(count: int) -> str:
             f"`python3 -m qmem.local flush` sends {'them' if count != 1 else 'it'}")
 
 
-def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_store(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     arguments = {
         "text": _read_text_argument(args.text), "project_id": args.project, "kind": args.kind,
         "scope": args.scope, "agent_id": args.agent, "source": args.source, "expires_at": args.expires_at,
@@ -145,7 +148,7 @@ def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
         return dict(result.details), result.text
     # After a successful store, send what was queued before, for a bounded time: a long backlog
     # is flush's job (hosts flush in the background), not something a store waits for.
-    sent: dict[str, Any] = {}
+    sent: "dict[str, Any]" = {}
     result = qmem_store(rt, arguments, flush_soon=lambda: sent.update(_flush_briefly(rt)))
     details, text = dict(result.details), result.text
     if sent:
@@ -155,7 +158,7 @@ def _cmd_store(rt: Runtime, args: Any) -> tuple[Any, str]:
     return details, text
 
 
-def _flush_briefly(rt: Runtime) -> dict[str, Any]:
+def _flush_briefly(rt: Runtime) -> "dict[str, Any]":
     """Send older queued records for at most :data:`STORE_FLUSH_BUDGET_S`; what happened, in numbers."""
     from .sync import flush  # this command's own (see "commands" above)
 
@@ -168,12 +171,12 @@ def _flush_briefly(rt: Runtime) -> dict[str, Any]:
         return {}  # the store itself succeeded; the queue waits for the next flush
 
 
-def _unfinished(document: dict[str, Any], text: str, stopped: str | None, summary: str) -> Unfinished:
+def _unfinished(document: "dict[str, Any]", text: str, stopped: str | None, summary: str) -> Unfinished:
     message = f"{summary}: {stopped}" if stopped else summary
     return Unfinished(message, document, text)
 
 
-def _cmd_flush(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_flush(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     from .sync import flush  # this command's own (see "commands" above)
 
     progress = Progress("sending queued records")
@@ -206,7 +209,7 @@ def _failed_note(count: int) -> str:
             f"`queue retry` sends {'them' if count != 1 else 'it'} again once fixed)")
 
 
-def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_enrich(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     from .sync import enrich  # this command's own (see "commands" above)
 
     report = enrich(rt, everything=args.all)
@@ -217,7 +220,7 @@ def _cmd_enrich(rt: Runtime, args: Any) -> tuple[Any, str]:
     return report.to_json(), text
 
 
-def _cmd_pull(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_pull(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     from .sync import pull  # this command's own (see "commands" above)
 
     report = pull(rt)
@@ -229,7 +232,7 @@ def _cmd_pull(rt: Runtime, args: Any) -> tuple[Any, str]:
     return report.to_json(), text
 
 
-def _cmd_breaker(rt: Runtime, args: Any) -> tuple[Any, str]:
+def _cmd_breaker(rt: Runtime, args: "Any") -> "tuple[Any, str]":
     if not rt.config.url:
         raise QmemError('no Memory Gateway is configured (set "url" in the config file)', category="configuration")
     breaker = rt.breaker_for(rt.config.url)
@@ -255,7 +258,7 @@ PLUGIN_HOSTS = ("claude", "codex")  # installed as a plugin by the host's own co
 # -- setup commands: they need no valid configuration, so they run without a Runtime, and
 #    their modules are imported only when used (they are not on any host's hot path).
 
-def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+def _cmd_doctor(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     from .setup import doctor
 
     diagnosis = doctor.diagnose(env)
@@ -267,7 +270,7 @@ def _cmd_doctor(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
     return diagnosis.document, text
 
 
-def _cmd_recall_log(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+def _cmd_recall_log(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     # No Runtime: the log's place depends on the environment alone, so it reads even with a broken config.
     from .config import resolve_paths
     from .recalllog import LOG_NAME, MAX_BYTES, RecallLog
@@ -277,7 +280,7 @@ def _cmd_recall_log(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
     return document, render_recall_log(entries, LOG_NAME)
 
 
-def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+def _cmd_install(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     if args.host in PLUGIN_HOSTS:  # Claude Code, Codex: the plugin, through the host's own commands
         from .setup.plugininstall import install_plugin
 
@@ -291,7 +294,7 @@ def _cmd_install(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
     return result.to_json(), result.describe()
 
 
-def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+def _cmd_uninstall(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     if args.host in PLUGIN_HOSTS:
         from .setup.plugininstall import uninstall_plugin
 
@@ -303,7 +306,7 @@ def _cmd_uninstall(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
     return result.to_json(), result.describe()
 
 
-def _cmd_mcp_config(env: Mapping[str, str], args: Any) -> tuple[Any, str]:
+def _cmd_mcp_config(env: "Mapping[str, str]", args: "Any") -> "tuple[Any, str]":
     from .setup import mcpconfig
 
     entry = mcpconfig.server_entry(env)
@@ -333,7 +336,7 @@ _SETUP_COMMANDS = {
 }
 
 
-def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome:
+def run(argv: "Sequence[str]", *, env: "Mapping[str, str] | None" = None) -> Outcome:
     """Run one command line and return what it produced; never raises for user errors."""
     env = os.environ if env is None else env
     argv = list(argv)
@@ -368,7 +371,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> Outcome
     return Outcome(stdout=to_json_text(document) if args.json else text, json=args.json)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None) -> int:
     if sys.stderr.isatty():  # one line while waiting on the network; never through a host's /qmem:local
         set_wait_observer(ProgressLine(sys.stderr))
     return emit(run(sys.argv[1:] if argv is None else argv), PROG)

@@ -31,9 +31,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .records import QUEUE_LIMIT
@@ -44,6 +41,12 @@ from .localdb.record import (
 )
 from .localdb.rows import RECORD_COLUMNS_SQL, row_to_record
 from .localdb.search import FindResult, find_terms, ranked
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
 
 __all__ = ["LocalIndex", "IndexStatus", "ImportedFile", "QueueReport"]
 

@@ -27,7 +27,6 @@ require_supported_python()
 
 import os  # noqa: E402  (after the version check: one line on an old Python, no traceback)
 import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from . import __version__  # noqa: E402
@@ -35,6 +34,10 @@ from .config import recall_host  # noqa: E402
 from .diagnostics import Warnings  # noqa: E402
 from .hosts.mcpserver import McpServer  # noqa: E402
 from .hosts.session import PluginSession  # noqa: E402
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["main"]
 
@@ -55,7 +58,7 @@ def session_directory(plugin_root: str | None) -> Path | None:
     return cwd
 
 
-def main(argv: Sequence[str] | None = None, *, plugin_root: str | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None, *, plugin_root: str | None = None) -> int:
     """The server; ``plugin_root``: the plugin copy this process was started from (the plugin
     entry, :mod:`qmem.setup.pluginentry`), which is never taken for the user's project."""
     args = list(sys.argv[1:] if argv is None else argv)

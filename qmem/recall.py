@@ -49,10 +49,8 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from .breaker import Breaker
 from .clients.embeddings import EmbeddingError, EmbeddingsClient
@@ -65,6 +63,12 @@ from .hosts.recalljobs import RecallJob, run_together
 from .hosts.recallservices import RecallServices
 from .recalllog import entry as recall_log_entry
 from .records import check_unicode, credential_findings, describe_credentials, parse_rfc3339
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 __all__ = ["Recall", "recall_patch", "MAX_PROMPT_CHARS"]
 

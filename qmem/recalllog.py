@@ -25,13 +25,16 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .files.atomicfile import ensure_private_dir, write_atomic
 from .files.smallfile import UnreadableFile, read_small_file
+from .valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
 
 __all__ = ["RecallLog", "entry", "last_lane_outcomes", "LOG_NAME", "MAX_BYTES"]
 

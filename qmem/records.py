@@ -12,12 +12,15 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from .errors import InputError
+from .valueclass import asdict, dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = [
     "KINDS", "MAX_TEXT_CHARS", "NewRecord", "validate_new_record", "check_record_id", "is_local_id",

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .config import Config, Paths
 from .diagnostics import Warnings
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # each imported where it is opened: a process uses only some of them
+    from collections.abc import Mapping
+    from typing import Any
     from .breaker import Breaker
     from .clients.gateway import GatewayClient
     from .localindex import LocalIndex

@@ -35,9 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from .clients.gateway import GatewayDuplicate, GatewayRefused, GatewayUnauthorized, GatewayUnavailable
 from .errors import InputError, LocalIndexError, ToolError  # ToolError: still importable from here
@@ -50,6 +47,12 @@ from .records import (
     new_local_id, validate_new_record,
 )
 from .runtime import Runtime
+from .valueclass import dataclass, field, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = ["qmem_store", "TOOLS"]
 

@@ -21,9 +21,6 @@ Promises:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from .clients.gateway import (
     GatewayClient, GatewayDuplicate, GatewayNotFound, GatewayRefused, GatewayUnauthorized, GatewayUnavailable,
@@ -34,6 +31,12 @@ from .localdb.record import Outcome
 from .localdb.record import Observation, Record, observation_from_record
 from .records import credential_findings, describe_credentials, is_local_id
 from .runtime import Runtime
+from .valueclass import asdict, dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["flush", "enrich", "pull"]
 

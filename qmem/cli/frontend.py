@@ -24,11 +24,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
 
 from ..jsonlines import LONE_SURROGATE, without_lone_surrogates
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, NoReturn, TextIO
 
 __all__ = [
     "CommandParser", "UsageError", "HelpRequested", "Outcome", "emit", "to_json_text", "Progress",

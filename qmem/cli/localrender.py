@@ -8,13 +8,13 @@ the values' own ``to_json``.  A record's line marks its outbox state (⏳ pendin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
 from ..records import QUEUED_NOT_SHARED
 from ..localdb.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only named: the values are made by the commands
+    from collections.abc import Sequence
+    from typing import Any
     from ..localindex import IndexStatus
     from ..localdb.search import FindResult
     from ..localdb.outbox import ForgetReport

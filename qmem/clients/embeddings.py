@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
 
 from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
 from .transport import HttpClient, TransportError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["EmbeddingsClient", "EmbeddingError"]
 

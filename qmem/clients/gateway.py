@@ -31,14 +31,17 @@ Promises:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
 from urllib.parse import quote
 
 from ..breaker import Breaker
 from ..errors import QmemError
 from .knownkeys import safe_server_text
 from .transport import HttpClient, Response, TransportError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = [
     "GatewayClient", "GatewayUnavailable", "GatewayRefused", "GatewayUnauthorized", "GatewayDuplicate",

@@ -52,12 +52,15 @@ import base64
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
 from urllib.parse import quote, quote_plus
 
 from ..config import CREDENTIAL_VARIABLES
 from ..errors import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 __all__ = ["known_keys"]
 

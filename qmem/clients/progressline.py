@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
-from typing import TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import TextIO
 
 __all__ = ["ProgressLine", "set_wait_observer"]
 

@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from ..breaker import Breaker, SlowCall
 from ..errors import QmemError
+from ..valueclass import dataclass
 from .transport import HttpClient, Response, TransportError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 __all__ = ["ReadOnlyQdrant", "CollectionInfo", "ScoredPoint", "QdrantError"]
 

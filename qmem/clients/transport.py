@@ -36,14 +36,17 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from ..errors import QmemError, one_line
+from ..valueclass import dataclass, field
 from .knownkeys import KnownKeys, known_keys
 from .progressline import wait_observer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["HttpClient", "Response", "TransportError"]
 

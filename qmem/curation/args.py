@@ -10,16 +10,19 @@ Only :mod:`qmem.admin` and the admin commands use this module.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from .. import __version__
 from ..cli.frontend import CommandParser, UsageError, examples
 from ..config import RecallConfig
 from ..errors import InputError
 from ..secretscan.engine import scan
+from ..valueclass import dataclass
 from .hermespoint import PROFILES
 from .plan import endpoint_identity, validate_source_url
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["PROG", "build_parser"]
 

@@ -8,14 +8,16 @@ environment only (``QMEM_ADMIN_QDRANT_API_KEY`` for the destination,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-
 from .. import config as config_mod
 from ..config import RecallConfig
 from ..errors import ConfigError
 from ..runtime import Runtime
+from ..valueclass import dataclass
 from .qdrant import AdminQdrant, SourceProjection
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ["AdminContext"]
 

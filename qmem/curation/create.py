@@ -9,13 +9,15 @@ reported by :func:`layout_problems` and left untouched (:class:`InitMismatch`, e
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..config import RecallConfig
 from ..errors import QmemError
 from .context import AdminContext
 from .qdrant import AdminQdrantError, CollectionLayout
 from .render import render_init
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["InitMismatch", "run_init"]
 

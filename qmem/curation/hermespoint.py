@@ -60,15 +60,18 @@ import re
 import sys
 import uuid
 from array import array
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timezone
-from typing import Any, Union
+from typing import Union
 
 from ..records import MAX_TEXT_CHARS, parse_rfc3339
 from ..secretscan.engine import scan
+from ..valueclass import dataclass
 from .canonjson import MAX_SAFE_INTEGER, CanonicalJSONError, canonical_bytes
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = []
 

@@ -18,8 +18,6 @@ import json
 import struct
 import tempfile
 from array import array
-from collections.abc import Callable, Iterator
-from typing import Any
 
 from ..cli.frontend import Progress
 from ..config import RecallConfig
@@ -31,6 +29,11 @@ from .hermespoint import PROFILES, Accepted, destination_payload, normalize_poin
 from .plan import ImportReport, PlanInputs, PlanManifest, compatibility_problems, endpoint_identity
 from .qdrant import AdminQdrant, AdminQdrantError, CollectionLayout, SourceProjection
 from .render import render_import
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 __all__ = ["BatchFailure", "PlanMismatch", "run_import"]
 

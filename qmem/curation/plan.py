@@ -38,16 +38,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from ..config import validate_url
 from ..errors import ConfigError, InputError
 from ..secretscan.engine import scan
+from ..valueclass import dataclass, field
 from .canonjson import canonical_bytes
 from .hermespoint import Accepted, Outcome, PlanInputs, Skipped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 __all__ = []
 

@@ -26,14 +26,17 @@ guarantees it ends and that no point is read twice, in constant memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from ..clients.transport import HttpClient, Response, TransportError
 from ..errors import QmemError
+from ..valueclass import dataclass
 from .hermespoint import parse_source_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from typing import Any
 
 __all__ = []
 

@@ -8,8 +8,10 @@ admin commands use this module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = []
 

@@ -14,9 +14,6 @@ named like a token is shown as ``[redacted: <family>]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from .. import config as config_mod
 from ..clients.qdrant import QdrantError, ReadOnlyQdrant
 from ..config import RecallConfig
@@ -29,6 +26,11 @@ from .create import layout_problems
 from .hermespoint import PROFILES
 from .qdrant import AdminQdrant, CollectionLayout, SourceProjection
 from .render import render_status
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["StatusProblems", "run_status"]
 

@@ -80,16 +80,19 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import one_line
 from ..records import normalize_text
+from ..valueclass import dataclass
 from .lookalikes import (
     CLOSE_BRACKETS, COMBINING_MARKS, EQUALS, GREATER_THAN, INVISIBLE, LESS_THAN, LINE_BREAKS, OPEN_BRACKETS,
     letter_class, ranges_class,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["Excerpt", "render_block", "unique_excerpts", "OPEN_TAG", "CLOSE_TAG"]
 

@@ -15,12 +15,15 @@ bounded, any JSON survived; see there).  What is the config's own:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
 from .smallfile import MAX_DIGITS, MIB, OversizedNumber, UnreadableFile, decode_json, read_small_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["read_config_bytes", "decode_config", "read_config_file"]
 

@@ -32,12 +32,15 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import QmemError
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = [
     "MIB", "CONTENT_REASONS", "OversizedNumber", "UnreadableFile", "read_small_file", "read_file_head",

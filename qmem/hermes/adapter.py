@@ -51,7 +51,6 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..config import recall_host
 from ..diagnostics import Warnings, stderr_sink
@@ -61,6 +60,10 @@ from ..hosts.tools import COMMANDS, TOOL_NAMES
 from ..recall import MAX_PROMPT_CHARS
 from .request import amended, offered_tools, prompt_found
 from .turns import Turns, main_turn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["register"]
 

@@ -26,10 +26,14 @@ Any other ``api_mode`` gets nothing (``codex_app_server`` never reaches middlewa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from ..fence.memorycontext import CLOSE_TAG, OPEN_TAG
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = []
 

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import MutableMapping
 from typing import Protocol
 
 from .. import config as config_mod
 from ..clients.gateway import GatewayRefused, GatewayUnavailable
 from ..errors import ConfigError
 from ..runtime import Runtime
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import MutableMapping
 
 __all__ = []
 

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
 
 from ..hostdirs import agent_directory
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["HostEvidence", "host_votes", "identify_host", "installed_evidence"]
 

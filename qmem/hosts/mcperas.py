@@ -27,8 +27,11 @@ Promises (pure functions, no I/O):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = []  # the MCP server of this folder is its one user
 

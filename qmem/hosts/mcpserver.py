@@ -53,7 +53,6 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from .. import __version__
@@ -63,6 +62,10 @@ from .mcperas import (HANDSHAKE, HANDSHAKE_VERSIONS, MODERN, MODERN_VERSIONS, En
                       modern_result, read_envelope, unsupported_version)
 from .session import PluginSession
 from .tools import TOOLS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 __all__ = ["McpServer"]
 

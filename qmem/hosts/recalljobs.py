@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only named: excerpts are made by the recall lane
+    from collections.abc import Callable, Sequence
+    from typing import Any
     from ..fence.memorycontext import Excerpt
 
 __all__ = ["RecallJob", "run_together"]

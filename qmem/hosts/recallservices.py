@@ -14,8 +14,6 @@ breaker capability both lanes share: one state file, one policy, one warnings si
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -24,6 +22,11 @@ from ..breaker import Breaker, BreakerPolicy
 from ..config import Config, Paths, RecallConfig
 from ..diagnostics import Warnings
 from ..recalllog import RecallLog
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["BreakerFactory", "RecallServices", "recall_services"]
 

@@ -32,19 +32,21 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Warnings
 from ..errors import ConfigError, InputError, QmemError, ToolError
 from ..jsonlines import LONE_SURROGATE
 from ..runtime import Runtime
+from ..valueclass import dataclass, field
 from .rules import machine_identity, project_suggestion, rules_block
 from .tools import TOOL_NAMES, TOOLS, ToolDefinition
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # each lane is imported where a session first uses it (see "Lanes" above)
+    from collections.abc import MutableMapping, Sequence
+    from typing import Any
     from .commands import HostUI
     from ..recall import Recall
 

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["TOOL_NAMES", "COMMANDS"]
 

@@ -36,16 +36,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CorruptIndexError, LocalIndexError
+from ..valueclass import dataclass
 from .schema import (
     APPLICATION_ID, RECOVERY, SCHEMA_VERSION, check_ownership, has_log_content, migrate, newer_schema_error,
     read_only_uri,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = ["IndexFile"]
 

@@ -20,8 +20,11 @@ Pure functions, no I/O.  Promises:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["query_terms"]
 

@@ -48,14 +48,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
 
 from ..errors import LocalIndexError, one_line
 from ..localindex import LocalIndex, QueueReport
 from ..records import QUEUE_LIMIT, NewRecord, is_local_id, new_local_id
+from ..valueclass import dataclass, replace
 from .record import Observation, Outcome, Record, content_hash, this_machine, utc_now
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 __all__ = ["Outbox", "HeldWrite", "ForgetReport", "UnknownLocalRecord"]
 

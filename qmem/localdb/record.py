@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InputError
 from ..records import canonical_time, format_utc, is_local_id, normalize_text
+from ..valueclass import dataclass, fields, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TypeVar
 
 __all__ = [
     "RECORD_COLUMNS", "Record", "Observation", "Outcome", "observation_from_record", "merge_observation",

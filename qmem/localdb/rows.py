@@ -11,15 +11,18 @@ ids for the rows it accepted, and forgetting a row for good.  Nothing here begin
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
-from typing import Any
 
 from ..errors import InputError, LocalIndexError
 from ..records import is_local_id
+from ..valueclass import replace
 from .record import (
     RECORD_COLUMNS, Observation, Outcome, Record, accepted_fields, merge_observation, storable_observation, utc_now,
     with_stored_times,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "RECORD_COLUMNS_SQL", "row_to_record", "set_meta", "learn_observation", "insert_queued", "queue_counts",

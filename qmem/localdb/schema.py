@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import CorruptIndexError, LocalIndexError
 from ..records import canonical_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = []
 

@@ -17,14 +17,16 @@ Pure: the index runs the full-text queries this module asks for (:meth:`qmem.loc
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
 from ..errors import InputError
 from ..records import KINDS
+from ..valueclass import dataclass
 from .lexical import QueryTerms, match_expression, query_terms
 from .record import Record, storable_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["MAX_FIND_LIMIT", "FindResult", "find_terms", "ranked"]
 

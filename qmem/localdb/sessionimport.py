@@ -37,13 +37,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, BinaryIO
 
 from ..errors import InputError
 from ..hostdirs import agent_directory, session_directory
@@ -51,8 +48,14 @@ from ..localindex import ImportedFile, LocalIndex
 from ..records import (
     RECORD_FIELDS, NewRecord, credential_findings, describe_credentials, is_local_id, validate_new_record,
 )
+from ..valueclass import asdict, dataclass, field
 from .outbox import Outbox
 from .record import Observation, observation_from_record, this_machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Any, BinaryIO
 
 __all__ = ["ImportReport", "SessionImporter", "session_roots"]
 

@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from .. import config as config_mod
 from ..errors import ConfigError
 from ..files.configfile import decode_config, read_config_bytes
+from ..valueclass import dataclass
 from .engine import redact, scan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["audit", "hide_flagged"]
 

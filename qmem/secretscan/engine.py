@@ -49,11 +49,14 @@ from __future__ import annotations
 import bisect
 import codecs
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cached_property
 
+from ..valueclass import dataclass
 from .families import RULES, Check, Rule
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["scan", "redact"]
 

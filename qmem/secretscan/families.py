@@ -232,8 +232,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ..valueclass import dataclass
 from .context import (
     NAME_SEPARATOR, assignment, basic_credentials, bearer_token, config_pair, credential_url, curl_user, long_option,
     netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token, session_cookie,

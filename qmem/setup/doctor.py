@@ -39,11 +39,8 @@ import platform
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from .. import config as config_mod
@@ -57,8 +54,14 @@ from ..localdb.sessionimport import session_roots
 from ..localindex import LocalIndex
 from ..secretscan.audit import audit, hide_flagged
 from . import install
+from ..valueclass import dataclass, field
 from .hostcheck import check_hosts, host_words
 from .plugincheck import LABELS, check_plugins, plugin_words
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = ["diagnose", "render"]
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..files.atomicfile import write_atomic
 from ..files.smallfile import MIB, UnreadableFile, read_small_file
+from ..valueclass import dataclass
 
 __all__ = []
 

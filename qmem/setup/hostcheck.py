@@ -45,10 +45,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..config import config_path, recall_host
@@ -56,7 +53,13 @@ from ..files.smallfile import UnreadableFile, read_small_file
 from ..hostdirs import agent_directory
 from ..hosts.identity import identify_host, installed_evidence
 from . import hermesconfig, install, installrecord
+from ..valueclass import dataclass, field
 from .hostpackages import Package, installed_packages
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = []
 

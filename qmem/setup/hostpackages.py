@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..files.smallfile import MIB, UnreadableFile, read_json_file
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = []
 

@@ -45,10 +45,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..errors import QmemError
@@ -56,6 +53,12 @@ from ..files.smallfile import CONTENT_REASONS, MIB, UnreadableFile, read_file_he
 from ..hostdirs import agent_directory
 from ..hosts.identity import HostEvidence, host_votes
 from . import hermesconfig, installrecord
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["install", "uninstall"]
 

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import resolve_paths
 from ..files.atomicfile import write_atomic
 from ..files.smallfile import MIB, read_json_file
+from ..valueclass import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = []
 

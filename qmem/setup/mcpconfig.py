@@ -33,12 +33,15 @@ import shlex
 import site
 import sys
 import sysconfig
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..config import CREDENTIAL_VARIABLES, HOST_LANES
+from ..valueclass import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["server_entry", "render"]
 

@@ -23,14 +23,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..files.smallfile import UnreadableFile, read_json_file, read_small_file
 from ..hostdirs import agent_directory
+from ..valueclass import dataclass, field
 from .pluginentry import MARKET, PLUGIN
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__: list[str] = []
 
@@ -39,7 +42,6 @@ LABELS = {"claude": "Claude Code", "codex": "Codex"}
 #: What Codex 0.171.0 passes a stdio MCP server besides its env_vars (measured: the server's environment).
 CODEX_PASSED = ("HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ")
 START_TIMEOUT_S = 30.0
-
 
 @dataclass
 class PluginCheck:

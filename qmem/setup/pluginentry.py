@@ -34,10 +34,13 @@ text of ``qmem/.mcp.json``):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from ..config import CREDENTIAL_VARIABLES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__: list[str] = []  # the setup folder uses it; nothing outside does
 
@@ -68,7 +71,6 @@ BOOTSTRAP = (
     "submodule_search_locations=[r]); m = importlib.util.module_from_spec(s); sys.modules['qmem'] = m; "
     "s.loader.exec_module(m); from qmem.mcp import main; sys.exit(main(a[1:], plugin_root=r))"
 )
-
 
 def server_entry() -> dict[str, Any]:
     """The ``qmem`` server as both hosts read it (Claude Code ignores ``env_vars``)."""

@@ -25,17 +25,20 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..errors import QmemError
 from ..files.smallfile import MIB, UnreadableFile, read_json_file, read_small_file
 from ..hostdirs import agent_directory
+from ..valueclass import dataclass, field
 from .plugincheck import LABELS, PLUGIN_ID, check_plugins
 from .pluginentry import MARKET, PLUGIN
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["install_plugin", "uninstall_plugin"]
 
