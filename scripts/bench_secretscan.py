@@ -15,6 +15,9 @@ Prints, on the corpus (``tests/corpora/secrets/*.jsonl`` by default; each line
   * the first use in a fresh process: importing the scanner and scanning one short text, in ms
     (what a CLI store, a flush or a session's first prompt pays once), beside importing ``json``
     and encoding one value, timed inside the same processes, interleaved (medians of 10 each);
+  * the corpus of forms (``tests/corpora/secrets/forms``): recall and false positives of its
+    tune half (per form with --detail) and of its held-out half (the two figures only: the
+    scanner is never tuned on it);
   * growth on hostile input (the inputs of tests/test_secretscan.py's backtracking tests): the
     scan's time per character on a text about ten times as long over that on the text -- 1.0 for
     a linear scan, 10 for a quadratic one -- beside the same figure for a baseline that does the
@@ -55,7 +58,8 @@ def load_scan(module_path: str | None):
                                                       submodule_search_locations=[str(package)])
         sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[spec.name])
-        return importlib.import_module("qmem_under_test.secretscan").scan
+        under_test = importlib.import_module("qmem_under_test.secretscan")
+        return getattr(under_test, "scan", None) or importlib.import_module("qmem_under_test.secretscan.engine").scan
     spec = importlib.util.spec_from_file_location("secretscan_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -69,6 +73,52 @@ def load_corpus(directory: Path) -> list[dict]:
         with open(path, encoding="utf-8") as f:
             cases += [json.loads(line) for line in f if line.strip()]
     return cases
+
+
+def overlaps(finding, text: str, secret: str | None) -> bool:
+    """Whether *finding* overlaps the credential's part of *text* (any finding, without one)."""
+    at = text.find(secret) if secret else -1
+    return at == -1 or (finding.start < at + len(secret) and finding.end > at)
+
+
+def summary(scan, cases: list[dict]) -> tuple[int, int, int, int]:
+    """(credentials found, credentials, benign texts flagged, benign texts): a credential is
+    found when a finding overlaps its ``secret`` part."""
+    found = positives = flagged = negatives = 0
+    for case in cases:
+        findings = scan(case["text"])
+        if case["family"] is None:
+            negatives += 1
+            flagged += bool(findings)
+        else:
+            positives += 1
+            found += any(overlaps(f, case["text"], case.get("secret")) for f in findings)
+    return found, positives, flagged, negatives
+
+
+def forms_quality(scan, forms: Path, detail: bool) -> None:
+    """The corpus of forms: the tune half per form (what tuning may look at), the held-out half
+    as its two figures only (what tuning must never look at)."""
+    for half in ("tune", "heldout"):
+        path = forms / f"{half}.jsonl"
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8") as f:
+            cases = [json.loads(line) for line in f if line.strip()]
+        found, positives, flagged, negatives = summary(scan, cases)
+        print(f"\nforms, {half} half: recall {found / max(positives, 1):.3f} ({found} of {positives} credentials "
+              f"over {len({c['family'] for c in cases if c['family']})} forms), false positives "
+              f"{flagged / max(negatives, 1):.2%} ({flagged} of {negatives} benign texts)"
+              "   (targets >= 0.98, <= 0.5 %)")
+        if half == "tune" and detail:
+            by_form: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+            for case in cases:
+                key = case["family"] or f"benign:{case['form']}"
+                hit = summary(scan, [case])
+                by_form[key][0] += hit[0] + hit[2]
+                by_form[key][1] += 1
+            for key, (bad_or_found, total) in sorted(by_form.items()):
+                print(f"  {key:44} {bad_or_found:3} of {total:3} {'flagged' if key.startswith('benign:') else 'found'}")
 
 
 def quality(scan, cases: list[dict]) -> None:
@@ -247,12 +297,19 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=4.0, help="size of the throughput text")
     parser.add_argument("--runs", type=int, default=5, help="runs per timing (the median is shown)")
     parser.add_argument("--growth-runs", type=int, default=3, help="runs per growth figure (0: none)")
+    parser.add_argument("--forms", type=Path, default=REPO / "tests" / "corpora" / "secrets" / "forms",
+                        help="directory of the corpus of forms (tune.jsonl, heldout.jsonl)")
+    parser.add_argument("--detail", action="store_true", help="per form figures of the tune half")
+    parser.add_argument("--quality-only", action="store_true", help="recall and false positives only")
     parser.add_argument("--module", help="a secretscan.py file, or a checkout's directory, whose scan "
                                          "to measure instead of this one's")
     args = parser.parse_args()
     scan = load_scan(args.module)
     cases = load_corpus(args.corpus)
     quality(scan, cases)
+    forms_quality(scan, args.forms, args.detail)
+    if args.quality_only:
+        return
     throughput(scan, cases, args.size_mb, args.runs)
     if args.module is None or Path(args.module).is_dir():
         first_use(REPO if args.module is None else Path(args.module))

@@ -617,6 +617,37 @@ EXTRA_SAMPLES = [
     "Kennwort: " + "Zq8vX2pLm4", "senha = " + "Zq8vX2pLm4", "wachtwoord: " + "Zq8vX2pLm4",
     "пароль: " + "Zq8vX2pLm4", "Пароль = " + "Zq8vX2pLm4", "ПАРОЛЬ: " + "Zq8vX2pLm4",
 ]
+# A sample of each name ending the assignment rules look for (issue 28), and the credentials of
+# the tune half of the corpus of forms (never of its held-out half).
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 2) for name in (
+    "passcode", "pw", "psw", "pswd", "passw", "pword", "psk", "device_pin", "tok", "tkn", "creds", "basic_auth",
+    "sessid", "salt", "pepper", "seed", "cookie", "wif", "pk", "otp", "contrasenya", "parola", "parola d'ordine",
+    "lösenord", "passord", "adgangskode", "kodeord", "lykilorð", "salasana", "salasõna", "jelszó", "sifre",
+    "heslo", "geslo", "lozinka", "kata sandi", "kata laluan", "mat khau", "nenosiri", "Schlüssel", "sleutel",
+    "secrète", "anahtari", "clé API", "clave de API", "chave de API", "klucz API")]
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 3) for word in (
+    "пароль", "hasło", "parolă", "slaptažodis", "şifre", "κωδικός", "κωδικος", "лозинка", "парола", "密码", "密碼",
+    "口令", "パスワード", "비밀번호", "암호", "كلمة المرور", "كلمة السر", "סיסמה", "סיסמא", "رمز عبور", "पासवर्ड",
+    "รหัสผ่าน", "mật khẩu", "পাসওয়ার্ড", "токен", "токен доступа", "anahtarı", "密钥", "秘钥", "令牌", "キー",
+    "토큰", "키") for name in (word, word.capitalize(), word.upper())]
+EXTRA_SAMPLES += [f"{name}: Zq8vX2pLm4#" + rand(ALNUM, 12, 4) for name in ("ключ API", "Ключ API", "КЛЮЧ API")]
+PEM_LINES = "\n".join(rand(B64, 64, seed) for seed in range(4))
+EXTRA_SAMPLES += [
+    "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 2\n" + PEM_LINES[:129],
+    "client-key-data: " + base64.b64encode(("-----BEGIN RSA PRIVATE " + "KEY-----\n" + PEM_LINES).encode()).decode(),
+]
+SEED32 = " ".join(rand("abcdefghijklmnopqrstuvwxyz234567", 32, 5)[i:i + 4] for i in range(0, 32, 4))
+EXTRA_SAMPLES += [
+    "net use Z: \\\\fs\\share /user:CORP\\svc Zq8vX2pLm4#", 'ConvertTo-SecureString "Zq8vX2pLm4#" -AsPlainText',
+    "CREATE USER 'a'@'%' IDENTIFIED BY 'Zq8vX2pLm4#';", "ALTER USER a IDENTIFIED BY Zq8vX2pLm4;",
+    "CREATE ROLE a WITH LOGIN PASSWORD 'Zq8vX2pLm4#';", f"setup key: {SEED32}", f"secret: {SEED32}",
+    f"seed: {SEED32}", '<password value="Zq8vX2pLm4#"/>',
+    "{'kty': 'oct', 'k': '" + rand(URLSAFE, 43, 6) + "'}", "{kty: 'EC', d: '" + rand(URLSAFE, 43, 7) + "'}",
+    "{kty: 'oct', k: '" + rand(URLSAFE, 43, 8) + "'}", "echo 'Zq8vX2pLm4#' | sudo -S ls",
+    'printf "Zq8vX2pLm4#" | docker login --password-stdin', "sudo -S <<< 'Zq8vX2pLm4#' ls",
+]
+with open(CORPUS / "forms" / "tune.jsonl", encoding="utf-8") as _tune:
+    EXTRA_SAMPLES += [case["text"] for case in map(json.loads, _tune) if case["family"]]
 
 # Hostile pieces, each repeated to PIECE_INPUT characters: prefixes, separators, half-made
 # credentials and look-alikes, so that every rule starts a match at almost every position.
@@ -634,6 +665,16 @@ PIECES = [
     "access_token$production$", "a1b2c3.", "token a1b2c3.", "webhook.office.com/webhookb2/",
     "logic.azure.com/workflows/", "chat.googleapis.com/v1/spaces/a/messages?", "EAA", "sk.eyJ", "dG9rO", "pat",
     "pat.", "api_key[\"a\"] = ", "key['", ".M" + "a" * 23,
+    # Issue 28: containers, cookies, split literals, calls, fields, tables, lines, prose.
+    "-----BEGIN A B C D ", "---- BEGIN ", "Private-Lines: 1\n", "LS0tLS1CRUdJTi", '"d": "', '"kty" "d":"',
+    "Cookie: a=", "Cookie: sessionid=", "-b ", '"a" "', '"a" + ', "'a' . ", '"a"\n', '("password", "', "(\"",
+    '(\"a\", \"', "Client(", "name: password ", "<key>password</key>", '<string name="password">', "| password |",
+    "|", "WIFI:", "WIFI:P:", "identified by ", "password '", "a:b:c:d:", "password for a is ", "login a / ",
+    " as the password", "key: abcd ", "secret: ABCD ", "zip -P ", "7z -p", "-U a%", "/p:", "/pass:", "net user a ",
+    "/user:a ", "-storepass ", "ConvertTo-SecureString '", "xprv", "5K", "L", '<a value="', "pw ", "ENV A ",
+    "requirepass ", "password ", "密码是", "Passwort ist ", "password - ", "password -> ", "_prod=", "_v2=",
+    "password: |\n  ", "token: !!str ", "a, password = ", "login(key=", "Xk9=", "：", "echo a | ", "<<< '",
+    "{kty: 'oct', k: '", "'d': '",
 ]
 
 # Where a value is judged, and what it is made of: each value is VALUE_INPUT characters of one
@@ -736,7 +777,9 @@ LARGE_INPUT = 2_000_000  # a quadratic scan of any of these takes hours; the lin
 # numbered list whose items are numbered lists) or a token's body holds its
 # own prefix: a search that looks from every place in there is quadratic.
 LARGE_PIECES = ["://", "https://a", "abandon 1 ", "1. abandon\n", "whsec_+", "sntrys_-", "xoxe-1-",
-                "a" * 32 + "-us1-", "Q~" + "a" * 33, "==" + "A" * 84]
+                "a" * 32 + "-us1-", "Q~" + "a" * 33, "==" + "A" * 84,
+                # Issue 28: a chain of literals that never ends, a cookie line that never ends.
+                '"ab" "', '"ab" + ', "Cookie: sessionid=a; ", "| password |\n"]
 
 
 def large_inputs(size: int = LARGE_INPUT) -> Iterator[tuple[str, str]]:

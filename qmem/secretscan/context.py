@@ -240,34 +240,138 @@ _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-
 # subscript) or of a type annotation (api_key: str = …): most names in code
 # fail here, before any check.
 _SUBSCRIPT = r"""(?: \[ [ \t]* ["'] [^"'\n\]]{1,64} ["'] [ \t]* \] )?"""
+# "The password is …" in the most used languages, a dash or an arrow: prose, whose value must
+# read as a credential on its own (see _reads_as_prose_value).
+_COPULA = r"(?:is|was|ist|lautet|est|es|é|è|jest|je|är|er|on|olan|adalah)"
+_PLAIN_SEPARATORS = frozenset({":=", "=>", ":", "=", ">", "\uff1a", ""})
 _VALUE_AHEAD = (r"""[ \t]* (?: (?: \\" | [rbuRBU]{0,2}["'`] ) [^\s"'`]{%d}
                          | (?![A-Za-z_][\w.]*[(\[{]) [^\s"'`]{%d}
-                         | [A-Za-z_&*][\w.|&*]*[ \t]*= )""" % (SHORTEST_VALUE, SHORTEST_VALUE))
-NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>] )
-                    | [ \t]+ (?:is|was) [ \t:] :? ) """ + _VALUE_AHEAD)
-_VALUE = re.compile(_SUBSCRIPT + r"""
-    (?:\\?["'])? \]? [ \t]* (?P<sep> := | => | [:=>] | (?<=[ \t])(?i:is|was)(?=[ \t:]):? ) [ \t]*
+                         | [A-Za-z_&*][\w.|&*]*[ \t]*=
+                         | [|>][+-]?[0-9]?[ \t]*\r?\n
+                         | !![a-z]+[ \t]
+                         | ["'][^"'\s]{0,64}["'][ \t]*, )""" % (SHORTEST_VALUE, SHORTEST_VALUE))
+# A name and its value on a line of their own, a space between (requirepass …, ENV DB_PASSWORD …,
+# storePassword "…"): the value is one word or one quoted string, and the line ends after it.
+_SPACED_VALUE = r"""[ \t]+ (?= (?: ["'][^"'\s]{%d,1024}["'] | [^\s"']{%d,1024} ) (?:[ \t]*(?:\r?\n|\Z)|[ \t]+\#) )""" % (
+    SHORTEST_VALUE, SHORTEST_VALUE)
+NAME_SEPARATOR = (r"""(?: """ + _SUBSCRIPT + r""" (?:\\?["'])? \]? [ \t]* (?: := | => | [:=>\uff1a] )
+                    | [ \t]+ """ + _COPULA + r""" [ \t:] :? | [ \t]+ (?:->|[-\u2013\u2014]) (?=[ \t])
+                    | [ \t]* (?:是|为|為|は|는|은) ) """ + _VALUE_AHEAD + " | " + _SPACED_VALUE)
+_VALUE_BODY = r"""
+    (?: [|>][+-]?[0-9]?[ \t]*\r?\n[ \t]+ | !![a-z]+[ \t]+ )?
     (?: \\"(?P<eq>[^"\s\\]{1,1024})\\"
       | [rbuRBU]{0,2} "(?P<dq>[^"\s]{1,1024})"
       | [rbuRBU]{0,2} '(?P<sq>[^'\s]{1,1024})'
       | `(?P<bq>[^`\s]{1,1024})`
-      | (?P<bare>[^\s"'`,;&=()\[\]{}<>\\]{1,1024} (?:={1,2}(?![^\s"'`,;&)\]}]))? ) )""", re.VERBOSE)
+      | (?P<bare>[^\s"'`,;&()\[\]{}<>\\]{1,1024}) )"""
+_VALUE = re.compile(_SUBSCRIPT + r"""
+    (?:\\?["'])? \]? (?: [ \t]* (?P<sep> := | => | [:=>\uff1a] | (?<=[ \t])(?i:""" + _COPULA + r""")(?=[ \t:]):?
+                                          | (?<=[ \t])(?:->|[-\u2013\u2014])(?=[ \t]) | 是|为|為|は|는|은 )
+                       | (?P<space>[ \t]+(?![ \t])) ) [ \t]*""" + _VALUE_BODY, re.VERBOSE)
+_LATER_VALUE = re.compile(r"[ \t]*" + _VALUE_BODY, re.VERBOSE)  # a value after the first, in a tuple
 # "name: Type = value" (Python, TypeScript, Kotlin, Go): the value after the type.
 _TYPE = re.compile(r"[A-Za-z_&*][\w.|&*]*\Z")
 _SCHEME_VALUE = re.compile(r"[ \t][^\s]")
 _ANNOTATED = re.compile(r"[ \t]*(?==(?![=>]))")
 
 
+def _mixes_kinds(word: str) -> bool:
+    """Upper case, lower case, a digit and a symbol: three kinds of character or more."""
+    return (any(c.isupper() for c in word) + any(c.islower() for c in word) + any(c.isdigit() for c in word)
+            + any(not c.isalnum() for c in word)) >= 3
+
+
 def _reads_as_prose_value(value: re.Match[str]) -> bool:
     """After "the password is": a bare word that mixes three kinds of character
     (Hunter781, hunter781!) or looks random -- not base64url, sha256 or code."""
     word = value.group("bare")
-    if word is None or any(c in "([{" for c in word):
-        return False
+    if word is None or len(word) > 256 or any(c in "([{" for c in word):
+        return False  # prose's password is a word, not a run of 256 characters or code
     word = word.rstrip(".:")
     kinds = (any(c.isupper() for c in word) + any(c.islower() for c in word)
              + any(c.isdigit() for c in word) + any(not c.isalnum() for c in word))
     return kinds >= 3 or looks_random(word)
+
+
+# A value is judged whole, "=" and all (Xk9=defGHIJ12345xyz), unless what comes before its
+# first "=" is a name of four or more letters of one case: then it is a name=value pair
+# (theme=dark, PHPSESSID=…), and ends there.
+_PAIR_NAME = re.compile(r"(?:[a-z_][a-z_.-]{3,}|[A-Z_][A-Z_.-]{3,})=")
+
+# The targets of a tuple assignment before the name (account_sid, auth = …) and the values after it.
+_TUPLE_TARGETS = re.compile(r"[ \t]*(?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)+\Z")
+_NEXT_VALUE = re.compile(r"""[ \t]*(?:"[^"\n]{0,1024}"|'[^'\n]{0,1024}'|[^\s,"']{1,1024})[ \t]*,[ \t]*""")
+_AUTH_CALLEES = ("login", "signin", "auth", "authenticate", "authorize", "client", "connect", "session", "init",
+                 "configure", "credentials", "api", "sdk")
+
+
+def _nth_value(text: str, value: re.Match[str], skip: int) -> re.Match[str] | None:
+    """The value *skip* places after the first one of a tuple assignment, as :data:`_VALUE` reads it."""
+    at = value.end("sep")
+    for _ in range(skip):
+        step = _NEXT_VALUE.match(text, at)
+        if step is None:
+            return None
+        at = step.end()
+    return _LATER_VALUE.match(text, at)
+
+
+def line_start(text: str, at: int, limit: int = 200) -> int:
+    """Where the line holding position *at* starts, looking back at most *limit* characters
+    (a line longer than that is read from *limit* back: every look stays bounded)."""
+    return max(text.rfind("\n", max(0, at - limit), at) + 1, at - limit, 0)
+
+
+def callee_before(text: str, at: int) -> str | None:
+    """The name of the call whose argument list holds position *at* (``wandb.login`` for
+    ``wandb.login(key=…``; "" for a bare parenthesis), read back at most 200 characters on the
+    line; None if not in one."""
+    depth = 0
+    position = at
+    while position > 0 and at - position < 200:
+        position -= 1
+        char = text[position]
+        if char == "\n":
+            return None
+        if char == ")":
+            depth += 1
+        elif char == "(":
+            if depth == 0:
+                end = position
+                while position > 0 and end - position < 64 and (text[position - 1].isalnum() or text[position - 1] in "_.$"):
+                    position -= 1
+                return text[position:end]
+            depth -= 1
+    return None
+
+
+def _in_auth_call(text: str, start: int) -> bool:
+    """Whether *start* is an argument of a call that authenticates (login, Client, connect, …)."""
+    callee = callee_before(text, start)
+    if callee is None:
+        return False
+    last = compact_name(callee.rsplit(".", 1)[-1])
+    return last.endswith(_AUTH_CALLEES) or last.startswith(_AUTH_CALLEES)
+
+
+# What may stand before a name and its value separated by a space: indentation, a
+# Dockerfile's ENV or ARG, a shell's export, set -x (fish), setenv (csh), #define (C), or
+# the ": " of an ipsec.secrets line (": PSK "…"").
+_SPACED_PREFIX = re.compile(r"""[ \t]*(?:(?:ENV|ARG|export|readonly|setenv|declare(?:[ \t]+-[a-zA-Z]+)?
+                                 |set(?:[ \t]+-[a-zA-Z]+)*|\#define|.*[ \t]:)[ \t]+)?\Z""", re.VERBOSE)
+
+
+def _spaced_setting(text: str, start: int, value: re.Match[str]) -> bool:
+    """``requirepass …``, ``ENV DB_PASSWORD …``, ``storePassword "…"``: a name and a value
+    with only white space between them count when they are a line of their own (after
+    indentation or a keyword that sets a variable) and nothing but a comment follows."""
+    begin = line_start(text, start)
+    if begin and text[begin - 1] != "\n":
+        return False  # a line longer than 200 characters before the name
+    if _SPACED_PREFIX.match(text, begin, start) is None:
+        return False
+    rest = text[value.end():value.end() + 200].split("\n", 1)[0].strip()
+    return not rest or rest.startswith("#")
 
 
 def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
@@ -288,14 +392,25 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
         if name_kind(two_words) is not None:  # "app key: …" asks for a random value, "api key: …" for less
             name = two_words
     kind = name_kind(name)
+    if kind is None and name.lower() == "key" and _in_auth_call(text, start):
+        kind = "random"  # wandb.login(key=…), Client(key=…): a bare key given to what authenticates
     if kind is None:
         return []
     value = _VALUE.match(text, match.end())
     if value is None:
         return []
+    separator = value.group("sep") or ""
+    targets = _TUPLE_TARGETS.match(text, line_start(text, start), start)
+    if targets is not None and separator == "=":
+        # user, password = "admin", "…": the value in the name's place, not the first one.
+        value = _nth_value(text, value, targets.group().count(","))
+        if value is None:
+            return []
     before = text[start - 1:start]
-    separator = value.group("sep")
-    if separator.lower() in ("is", "was") and not _reads_as_prose_value(value):
+    if not separator and not _spaced_setting(text, start, value):
+        return []  # a name, a space and a value: only on a line of their own
+    if (separator.lower() not in _PLAIN_SEPARATORS and not separator.endswith(":")  # "is:" is a colon's
+            and not _reads_as_prose_value(value)):
         return []
     if (separator == ":" and text[value.start("sep") - 1] in " \t"
             and text[max(0, start - 64):start].rstrip().endswith("?")):
@@ -313,6 +428,10 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
                 return []
             group = value.lastgroup
     value_start, value_end = value.span(group)
+    if group == "bare":
+        pair = _PAIR_NAME.match(text, value_start, value_end)
+        if pair is not None:
+            value_end = pair.end() - 1  # "Cookie: theme=dark": a pair's name, not a value with "=" in it
     if value_end - value_start < SHORTEST_VALUE:
         return []  # no kind of name takes a value this short
     if group == "bare":
@@ -328,10 +447,48 @@ def assignment(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     if separator == ">" and (before != "<" or not text.startswith("</", value_end)):
         return []  # only an element, <password>…</password>, ends its name with >
     if kind == "pwd":
-        # Pwd= is a connection-string key only among ;-separated pairs (PWD= is the shell's).
-        if text[value_end:value_end + 1] != ";" and before != ";":
+        # Pwd= is a connection-string key among ;-separated pairs; elsewhere (PWD= is the
+        # shell's working directory) a quoted value or one that looks random.
+        if (text[value_end:value_end + 1] != ";" and before != ";" and group == "bare"
+                and not looks_random(text[value_start:value_end]) and not _mixes_kinds(text[value_start:value_end])):
             return []
         kind = "password"
     if reads_as_credential(kind, text[value_start:value_end], quoted=group != "bare"):
         return [(value_start, value_end)]
     return []
+
+
+# --- cookies ----------------------------------------------------------------
+
+# A cookie pair on the line after Cookie:, Set-Cookie:, document.cookie =, cookies={…},
+# curl -b or --cookie: its name (quoted in a dict), "=" or ":", its value.
+_COOKIE_PAIR = re.compile(r"""["']?(?P<name>[A-Za-z0-9_.!#$%*+^|~-]{1,64})["']?[ \t]*[=:][ \t]*["']?
+                              (?P<value>[^\s;,"'}&]{1,1024})""", re.VERBOSE)
+_COOKIE_WORD = re.compile(r"(?i)cookie")
+_SESSION_MARKS = ("sess", "sid", "auth", "token", "jwt", "remember", "login", "identity", "secret", "credential")
+_NOT_SESSION = ("csrf", "xsrf", "consent", "theme", "lang", "locale", "tz")
+
+
+def session_cookie(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """The session cookies on a cookie line: each pair whose name says session, auth,
+    token or login (not csrf) and whose value is a random-looking run of 16 or more."""
+    if match.group().lstrip().startswith("-b"):
+        window = text[max(0, match.start() - 300):match.start()].lower()
+        if "curl" not in window:
+            return []
+    # The pairs up to the end of the line, the next cookie word (whose match reads on from
+    # there) or 1024 characters: so each pair is read once or twice, never once per cookie.
+    line_end = text.find("\n", match.end(), match.end() + 1024)
+    line_end = match.end() + 1024 if line_end == -1 else line_end
+    next_cookie = _COOKIE_WORD.search(text, match.end(), line_end)
+    line_end = next_cookie.start() if next_cookie else line_end
+    spans = []
+    for pair in _COOKIE_PAIR.finditer(text, match.end(), min(line_end, len(text))):
+        name = pair.group("name").lower()
+        if not any(mark in name for mark in _SESSION_MARKS) or any(mark in name for mark in _NOT_SESSION):
+            continue
+        value = unquote(pair.group("value"))
+        if (len(value) >= 16 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+                and len(set(value)) >= 8 and not is_placeholder(value)):
+            spans.append(pair.span("value"))
+    return spans

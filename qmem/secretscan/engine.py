@@ -19,13 +19,17 @@ bounded, so nothing can backtrack quadratically.
 
 What it does not promise.  It is a guard, not a secret detector of record, and
 a clean scan is not a proof that the text is safe.  It looks only for the
-shapes listed in :mod:`qmem.secretscan.families`, so it misses credentials that are
-unknown, encoded, split, encrypted, novel, short, context-dependent or
+shapes and forms listed in :mod:`qmem.secretscan.families`, so it misses credentials that are
+unknown, encoded, encrypted, novel, short, context-dependent or
 deliberately obfuscated (look-alike Unicode, zero-width characters, a key
 spelled out in words).  It also rejects some benign strings: documentation
 examples, test fixtures and look-alikes are refused along with real
 credentials (see :mod:`qmem.secretscan.values` for what passes as a placeholder).
 Use upstream secret management and independent scanners where that matters.
+
+A secret split across string literals (``"ghp_ab" + "cd…"``, ``'Pass' . 'w0rd'``, C's and
+Python's adjacent literals) is found too: the engine joins each chain of literals and scans the
+join with what stands before it on its line; a finding there covers the whole chain.
 
 This module is the engine: it compiles the rules, runs them over the text
 (or its lower-cased copy), hands each match to the rule's check and keeps the
@@ -152,20 +156,26 @@ class _Group:
     its own last match (a URL inside a URL), and searching for it from every
     place in there would take time quadratic in its length."""
 
-    union: re.Pattern[str]
+    union_source: str         # the union of the members' heads, compiled where first needed
     members: tuple[int, ...]  # positions in _RULES
     folded: bool
     start: str                # the character every match starts with
     by_start: dict[str, tuple[int, ...]]  # the members a match may be of, by its first two characters
 
+    @cached_property
+    def union(self) -> re.Pattern[str]:
+        # Compiled where first needed, like the rules: most groups of the endings beyond
+        # Latin-1 never meet their character, and compiling them all would cost every process.
+        return re.compile(self.union_source, re.VERBOSE)
+
 
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
 
 
-def _union(rules: list[_CompiledRule]) -> re.Pattern[str]:
+def _union(rules: list[_CompiledRule]) -> str:
     # The union only finds where to look, so its groups need no names (and
     # two heads may name theirs alike); each rule's own match is taken again.
-    return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.head)}\n)" for rule in rules), re.VERBOSE)
+    return "|".join(f"(?:{_NAMED_GROUP.sub('(?:', rule.head)}\n)" for rule in rules)
 
 
 # Most specific first: that order settles overlapping findings.
@@ -215,11 +225,16 @@ _NARROW = "qmem.secretscan.engine.narrow"
 _LOWER = bytes(ord(chr(c).lower()) for c in range(256))  # Latin-1 lower-cases within Latin-1
 
 
+# Full-width separators (密码：…, ＝) read as theirs in the copy, so the folded rules see them.
+_FULL_WIDTH = {"\uff1a": ":", "\uff1d": "=", "\uff02": '"', "\uff07": "'"}
+
+
 def _narrow(error: UnicodeError) -> tuple[str, int]:
     """Encoding error handler: each character beyond Latin-1 becomes "?" (" " if white space)."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
-    return _SPACE.sub(" ", _NOT_SPACE.sub("?", error.object[error.start:error.end])), error.end
+    return "".join(_FULL_WIDTH.get(c) or (" " if c.isspace() else "?")
+                   for c in error.object[error.start:error.end]), error.end
 
 
 codecs.register_error(_NARROW, _narrow)
@@ -245,8 +260,9 @@ def scan(text: str) -> list[Finding]:
     spans: dict[int, list[tuple[int, int]]] = {}  # by position in _RULES, for the rules that found any
     for group in _GROUPS:
         source = folded if group.folded else text
-        # For a short text, looking for a character is far cheaper than a search.
-        if short and group.start not in source:
+        # Looking for a character is far cheaper than a search (most groups of the
+        # endings beyond Latin-1 find none in a text).
+        if (short or not group.start.isascii()) and group.start not in source:
             continue
         hit = group.union.search(source)
         if hit is not None:
@@ -257,7 +273,70 @@ def scan(text: str) -> list[Finding]:
                  for span in rule.check(text, match)]
         if found:
             spans[number] = found
-    return _disjoint(spans)
+    findings = _disjoint(spans)
+    split = _split_literals(text)
+    return _merge(findings, split) if split else findings
+
+
+# A secret split across string literals ("ghp_ab" + "cd…", 'Pass' . 'w0rd', "a" "b" in C and
+# Python, a line continuation between two): where one literal ends and the next begins.
+_JOIN_POINT = re.compile(r"""["'`](?<![\n"'`]["'`])[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?["'`](?![\n"'`])""")
+_PIECE = re.compile(r"""(["'`])([^"'`\s\\]{1,256})\1""")  # a secret's piece holds no white space
+_JOIN = re.compile(r"""[ \t]*(?:(?:\+\+?|\.\.?|\\)[ \t]*)?(?:\r?\n[ \t]*)?(?=["'`])""")
+_MOST_PIECES = 16
+
+
+def _split_literals(text: str) -> list[Finding]:
+    """Findings over chains of two or more string literals joined by ``+``, ``.``, ``..``,
+    ``++``, a line continuation or nothing: the literals are joined, the join is scanned
+    with what stands before the chain on its line (so that ``password = "Xk9" + "…"`` is an
+    assignment), and a finding in the joined value covers the whole chain.  Each chain is
+    read once and its pieces are bounded, so this adds time linear in the text."""
+    found: list[Finding] = []
+    at = 0
+    while True:
+        point = _JOIN_POINT.search(text, at)
+        if point is None:
+            return found
+        close = point.start()
+        open_ = text.rfind(text[close], max(0, close - 257), close)
+        if open_ == -1 or "\n" in text[open_:close] or close - open_ < 2:
+            at = close + 1
+            continue
+        pieces, end, next_at = [], close + 1, open_
+        while len(pieces) < _MOST_PIECES:
+            piece = _PIECE.match(text, next_at)
+            if piece is None:
+                break
+            pieces.append(piece.group(2))
+            end = piece.end()
+            join = _JOIN.match(text, end)
+            if join is None:
+                break
+            next_at = join.end()
+        at = max(end, close + 1)
+        joined = "".join(pieces)
+        if len(pieces) < 2 or len(joined) < 8 or (joined.isalpha() and (joined.islower() or joined.isupper())):
+            continue  # too short, or a word
+        line_start = text.rfind("\n", max(0, open_ - 64), open_) + 1
+        prefix = text[max(line_start, open_ - 64):open_]
+        quoted = f'{prefix}"{joined}"'
+        for finding in scan(quoted):
+            if finding.end > len(prefix):  # in the joined value, not only in what precedes it
+                found.append(Finding(finding.family, open_, end))
+                break
+
+
+def _merge(findings: list[Finding], more: list[Finding]) -> list[Finding]:
+    """*findings* and those of *more* that overlap none of them, ordered by position."""
+    starts = [finding.start for finding in findings]
+    kept = list(findings)
+    for extra in more:
+        at = bisect.bisect_left(starts, extra.start)
+        if (at and findings[at - 1].end > extra.start) or (at < len(findings) and findings[at].start < extra.end):
+            continue
+        kept.append(extra)
+    return sorted(kept, key=lambda finding: finding.start)
 
 
 def _run_group(group: _Group, hit: re.Match[str] | None, text: str, source: str,

@@ -13,7 +13,10 @@ the whole token):
                           header followed by key material (a run of 16 or more
                           base64 characters, not all lower-case letters, as in
                           a truncated ``MIIEpAIBAAKCAQEA…``) [header to
-                          ``-----END …-----``]
+                          ``-----END …-----``]; so in any container: any private
+                          label (ML-DSA, OpenVPN's static key), SSH2 blocks, PuTTY
+                          private lines, a PEM in base64, a JWK's private members
+                          beside a ``kty``, BIP32 ``xprv``, WIF keys whose checksum holds
 ``seed-phrase``           a BIP39 seed phrase: 12, 15, 18, 21 or 24 words of the
                           English list with a valid checksum, in prose, quoted,
                           in a JSON array or a numbered list (see
@@ -188,7 +191,12 @@ the whole token):
                           <value>``, ``… secret <value>`` in prose when the name
                           with the word before it says token, key or secret
                           (``api token``, ``client secret``, not ``sort key``)
-                          and the value looks random [the value]
+                          and the value looks random [the value]; the word for password in 40-odd
+                          languages (``_ASSIGNMENT_ENDINGS``, ``_WIDE_ENDINGS``), names
+                          that go on (``_PROD``, ``_V2``), a name and its value alone
+                          on a line, session cookies on a cookie line, and the forms
+                          of :mod:`qmem.secretscan.forms` (calls, separate fields,
+                          tables, more programs, SQL, prose)
 
 A token must not follow a letter, digit or underscore, and a fixed-length one
 must not run on past its end either, so ``ghp_`` inside a longer identifier is
@@ -228,12 +236,14 @@ from collections.abc import Callable
 from ..valueclass import dataclass
 from .context import (
     NAME_SEPARATOR, assignment, basic_credentials, bearer_token, config_pair, credential_url, curl_user, long_option,
-    netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token,
+    netrc_password, openssl_pass, other_scheme_token, password_flag, prose_password, prose_token, session_cookie,
 )
+from .forms import FORM_RULES
 from .seedphrase import seed_phrase
 from .shapes import (
-    alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwt, mixed_case_token,
-    prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body, webhook_url,
+    alphanumeric_token, azure_storage_key, bootstrap_token, discord_token, headed_token, jwk_member, jwt, key_lines, lead_token,
+    mixed_case_token, prefixed_token, private_key, random_token, signed_webhook_url, telegram_token, token_body,
+    webhook_url, wif_key, wrapped_pem,
 )
 
 __all__ = []
@@ -293,10 +303,79 @@ _GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _PHRASE = r"""a-z \t\r\n,"'\[\]"""
 _PHRASE_LENGTH = 55
 
+# The endings of a secret's name that an assignment rule looks for, in the
+# lower-cased text: English and its short forms, and the word for password in
+# the most used languages written in Latin-1 (qmem.secretscan.values.name_kind
+# says which kind of secret each announces).
+_ASSIGNMENT_ENDINGS = (
+    "pass", "password", "passwd", "passphrase", "passcode", "pwd", "pw", "psw", "pswd", "passw", "pword", "psk",
+    "pin", "pincode", "pin_code", "pin-code", "secret", "token", "tok", "tkn", "cred", "creds", "credential",
+    "credentials", "key", "authorization", "auth", "session", "sessionid", "sessid", "salt", "pepper", "seed",
+    "cookie", "wif", "pk", "otp",
+    "passwort", "kennwort", "contraseña", "contrasena", "contrasenya", "senha", "wachtwoord", "mot de passe",
+    "parola", "parole", "parola d'ordine", "lösenord", "losenord", "passord", "adgangskode", "kodeord",
+    "lykilorð", "lykilord", "salasana", "salasõna", "salasona", "jelszó", "jelszo", "sifre", "heslo", "haslo",
+    "geslo", "lozinka", "kata sandi", "kata laluan", "mat khau", "nenosiri", "schlüssel", "schluessel",
+    "schlussel", "sleutel", "secrète", "secrete", "anahtari", "clé api", "cle api", "clave de api",
+    "chave de api", "klucz api",
+)
+# The word for password in the scripts beyond Latin-1, in the cases it is written in.
+_WIDE_ENDINGS = tuple(dict.fromkeys(case for word in (
+    "пароль", "hasło", "parolă", "slaptažodis", "şifre", "κωδικός", "κωδικος", "лозинка", "парола", "密码", "密碼",
+    "口令", "パスワード", "비밀번호", "암호", "كلمة المرور", "كلمة السر", "סיסמה", "סיסמא", "رمز عبور", "पासवर्ड",
+    "รหัสผ่าน", "mật khẩu", "পাসওয়ার্ড", "токен", "токен доступа", "anahtarı", "密钥", "秘钥", "令牌", "キー",
+    "토큰", "키",
+) for case in (word, word.capitalize(), word.upper()))) + ("ключ API", "Ключ API", "КЛЮЧ API")
+
+_SUFFIX = r"""(?:prod|production|dev|test|stage|staging|live|old|new|current|next|prev|primary|secondary|backup
+               |default|main|rw|ro|b64|base64|hex|raw|value|str|plain|enc|base|local|admin|root|user
+               |v[0-9]{1,3}|[0-9]{1,3})"""
+def _trie(words: tuple[str, ...] | list[str]) -> str:
+    """A (verbose) pattern matching exactly *words*, as a trie: one branch per next letter, so
+    that a search tries each letter once where an alternation of the words would try each word."""
+    ends = "" in words
+    branches: dict[str, list[str]] = {}
+    for word in words:
+        if word:
+            branches.setdefault(word[0], []).append(word[1:])
+    parts = [("[ ]" if c == " " else re.escape(c)) + _trie(rest) for c, rest in sorted(branches.items())]
+    if not parts:
+        return ""
+    body = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    return f"(?:{body})?" if ends else body
+
+
+def _by_first(words: tuple[str, ...]) -> dict[str, list[str]]:
+    """*words* by their first character."""
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        groups.setdefault(word[0], []).append(word)
+    return groups
+
+
+# What an assignment rule's head looks for after the ending: a short look at the
+# separator (the rule's pattern reads it again, whole, where the head is found).
+_SEPARATOR_AHEAD = r"""(?= \\?["']?\]?[ \t]*(?:[:=>\uff1a]|is[ \t]|was[ \t]) | \[ | [ \t]+[^\s] | [是为為は는은] )"""
+
 # Most specific first: that order settles overlapping findings.
 RULES: tuple[Rule, ...] = (
-    Rule("private-key", r"-----BEGIN[ ](?:[A-Z0-9]+[ ]){0,3}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----",
-         private_key),
+    # Key material in its containers: a PEM block of any private label (and OpenVPN's static
+    # key), an SSH2 (Tectia) block, a PuTTY key's private lines, a PEM in base64 (a
+    # kubeconfig's client-key-data), a JWK's private members, BIP32 and WIF wallet keys.
+    Rule("private-key", r"""-----BEGIN[ ](?:[A-Za-z0-9._-]+[ ]){0,4}(?:PRIVATE[ ]KEY(?:[ ]BLOCK)?|Static[ ]key[ ]V[0-9])
+                            -----""", private_key),
+    Rule("private-key", r"""----[ ]BEGIN[ ](?:[A-Z0-9._-]+[ ]){0,3}PRIVATE[ ]KEY[ ]----""", private_key),
+    Rule("private-key", r"""Private-Lines:[ \t]*[0-9]{1,4}[ \t]*\r?\n(?P<body>[A-Za-z0-9+/=]{16,}
+                            (?:\r?\n[A-Za-z0-9+/=]{16,})*)""", key_lines),
+    Rule("private-key", r"""LS0tLS1CRUdJTi(?<![A-Za-z0-9+/]LS0tLS1CRUdJTi)(?P<body>[A-Za-z0-9+/]{40,}={0,2})""",
+         wrapped_pem),
+    *(Rule("private-key", rf"""{q}(?:d|p|q|dp|dq|qi|k){q}[ \t]*:[ \t]*["'](?P<body>[A-Za-z0-9_-]{{16,}})["']""",
+           jwk_member, needle=q, head=rf"""{q}(?:d|p|q|dp|dq|qi|k){q}[ \t]*:""") for q in ('"', "'")),
+    *(Rule("private-key", rf"""{m}(?<![\w$."']{m})[ \t]*:[ \t]*["'](?P<body>[A-Za-z0-9_-]{{16,}})["']""", jwk_member)
+      for m in ("d", "k")),
+    Rule("private-key", r"""prv(?<=(?<![A-Za-z0-9_])(?P<head>[xtyzuvYZUV])prv)(?P<body>[1-9A-HJ-NP-Za-km-z]{100,112})
+                            (?![A-Za-z0-9_])""", lead_token),
+    Rule("private-key", r"""[5KL](?<![A-Za-z0-9_+/][5KL])[1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z0-9_+/])""", wif_key),
     Rule("seed-phrase", rf"""[^{_PHRASE}](?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", rf"""\A(?P<run>[{_PHRASE}]{{{_PHRASE_LENGTH},}})""", seed_phrase),
     Rule("seed-phrase", r"""1(?<![0-9A-Za-z]1)[.):]?[ \t]+[A-Za-z]{3,8}
@@ -517,14 +596,20 @@ RULES: tuple[Rule, ...] = (
     # Assignments: a name ending found in the lower-cased text, followed by a
     # separator; the check reads the name back and the value forward.  One
     # rule per ending, so that each starts with a literal.
-    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True)
-      for ending in (r"pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?", "key", "authorization",
-                     r"session(?:id)?", "passwort", "kennwort", "contrase[ñn]a", "senha", "wachtwoord",
-                     "mot[ ]de[ ]passe")),
-    # The one ending beyond Latin-1, which the lower-cased copy of the text
-    # does not keep (see qmem.secretscan.engine): its cases, over the text itself.
-    *(Rule("credential-assignment", ending + "(?= " + NAME_SEPARATOR + ")", assignment)
-      for ending in ("пароль", "Пароль", "ПАРОЛЬ")),
+    # (The head, what the engine's combined search looks for, is the ending alone: the
+    # separator is read where one is found, so the combined search stays small.)
+    *(Rule("credential-assignment", _trie(words) + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
+           needle=first, head=_trie(words) + _SEPARATOR_AHEAD)
+      for first, words in _by_first(_ASSIGNMENT_ENDINGS).items()),
+    # A name ending in a word that says which secret (DB_PASSWORD_PROD, API_TOKEN_V2,
+    # SECRET_KEY_BASE): name_kind reads past it.
+    Rule("credential-assignment", "_" + _SUFFIX + "(?= " + NAME_SEPARATOR + ")", assignment, folded=True,
+         head="_" + _SUFFIX + _SEPARATOR_AHEAD),
+    # The endings beyond Latin-1, which the lower-cased copy of the text does not
+    # keep (see qmem.secretscan.engine): their cases, over the text itself.
+    *(Rule("credential-assignment", _trie(words) + "(?= " + NAME_SEPARATOR + ")", assignment, needle=first,
+           head=_trie(words) + _SEPARATOR_AHEAD)
+      for first, words in _by_first(_WIDE_ENDINGS).items()),
     # A name that says token, key or secret, a space, and a value that looks random.
     *(Rule("credential-assignment", rf"""{word}[ \t]+(?P<value>[^\s"'`,;()\[\]{{}}<>]{{20,1024}})""",
            prose_token, folded=True, head=rf"""{word}[ \t]+[^\s"'`,;()\[\]{{}}<>]{{20}}""")
@@ -532,4 +617,11 @@ RULES: tuple[Rule, ...] = (
     Rule("credential-assignment", r"""pass(?<![a-z0-9_]pass)(?:word|phrase)[ \t]+
                                       (?P<value>[^\s"'`,;()\[\]{}<>]{8,1024})""", prose_password,
          folded=True),
+    # Cookies: the session ones on a cookie line (after the assignments, which settle a
+    # cookie line's overlaps as they always have).
+    Rule("credential-assignment", r"""cookie(?<![a-z0-9_]cookie)s?["']?[ \t]*[:=(]?[ \t]*""", session_cookie,
+         folded=True, head=r"cookie(?<![a-z0-9_]cookie)"),
+    Rule("credential-assignment", r"""-b(?<![^\s]-b)[ \t]+""", session_cookie),
+    # Forms whoever issued the secret: calls, separate fields, tables, more programs, SQL, prose.
+    *(Rule(*spec) for spec in FORM_RULES),
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 
@@ -208,11 +209,13 @@ def token_body(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
 
 # --- private keys -----------------------------------------------------------
 
-# Key material after a PEM header: base64, armour headers (Proc-Type: 4,…),
-# line breaks real or escaped, up to the -----END line.
+# Key material after a PEM header: base64 (or hex), armour headers (Proc-Type: 4,…,
+# Comment: "…"), line breaks real or escaped, up to the -----END line (or an SSH2
+# block's ---- END line).
 # Everything after the first run is optional, so a match never fails and the
 # runs inside the repetition are never taken apart again (no backtracking).
-_PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s:,.()]+|\\[rn]|-(?!----))*(?:-----END[ A-Z0-9]{0,40}-----)?")
+_PEM_BODY = re.compile(r"""(?:[A-Za-z0-9+/=\s:,.()"@_]+|\\[rn]|\\(?=\s)|-(?!---))*
+                           (?:-{4,5}[ ]?END[ A-Za-z0-9._-]{0,40}-{4,5})?""", re.VERBOSE)
 _KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{16,}")
 
 
@@ -221,9 +224,79 @@ def private_key(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
     header to the end of the block (its ``-----END …-----`` line, if any)."""
     body = _PEM_BODY.match(text, match.end())
     end = body.end()
-    material = _KEY_MATERIAL.search(text, match.end(), end)
-    if material is None or material.group().islower():
+    material = None
+    for found in _KEY_MATERIAL.finditer(text, match.end(), end):
+        if not found.group().isalpha() and not is_placeholder(found.group()):
+            material = found
+            break
+        if found.group().isalpha() and not found.group().islower():
+            material = found
+            break
+    if material is None:
         return []  # a header alone, in prose, or with a placeholder body
     while end > match.end() and (text[end - 1].isspace() or text.startswith("\\n", end - 2)):
         end -= 2 if text.startswith("\\n", end - 2) else 1
     return [(match.start(), end)]
+
+
+def lead_token(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A token whose one-letter ``head`` a look-behind read (``xprv``, ``tprv``): its
+    ``body`` must not be a placeholder; the span runs from the head."""
+    if is_truncated(text, match.end()) or is_placeholder(match.group("body")):
+        return []
+    return [(match.start("head"), match.end())]
+
+
+def key_lines(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A PuTTY key's ``Private-Lines: n`` and the base64 lines after it: key material
+    unless it is a placeholder or letters of one case."""
+    body = match.group("body")
+    if is_placeholder(body.replace("\n", "").replace("\r", "")) or body.isalpha():
+        return []
+    return [match.span()]
+
+
+# A PEM header's label, decoded: one that names a private key.
+_PRIVATE_HEADER = re.compile(r"-----BEGIN (?:[A-Za-z0-9._-]+ ){0,4}(?:PRIVATE KEY|Static key V[0-9])")
+
+
+def wrapped_pem(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """``LS0tLS1CRUdJTi…``: base64 whose first bytes decode to the header of a private key
+    (a kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key``)."""
+    head = text[match.start():match.start() + 96]
+    try:
+        decoded = base64.b64decode(head[:len(head) // 4 * 4]).decode("ascii", "replace")
+    except (ValueError, binascii.Error):
+        return []
+    return [match.span()] if _PRIVATE_HEADER.match(decoded) else []
+
+
+_KTY = re.compile(r"""(?<![\w$])["']?kty["']?[ \t]*:""")
+
+
+def jwk_member(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A JSON Web Key's private member (``d``, ``p``, ``q``, ``dp``, ``dq``, ``qi``, or an
+    octet key's ``k``), its name quoted or not: only where ``kty`` is a member in the 2048
+    characters around it."""
+    window = text[max(0, match.start() - 2048):match.end() + 2048]
+    if (_KTY.search(window) is None or is_placeholder(match.group("body")) or match.group("body").isalpha()):
+        return []
+    return [match.span("body")]
+
+
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def wif_key(text: str, match: re.Match[str]) -> list[tuple[int, int]]:
+    """A Bitcoin private key in wallet import format: base58 whose checksum (the first four
+    bytes of a double SHA-256) holds and whose version byte is 0x80 (0xef on testnet)."""
+    number = 0
+    for char in match.group():
+        number = number * 58 + _BASE58.index(char)
+    data = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    if len(data) not in (37, 38) or data[0] not in (0x80, 0xEF):
+        return []
+    payload, checksum = data[:-4], data[-4:]
+    if hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4] != checksum:
+        return []
+    return [match.span()]

@@ -71,7 +71,18 @@ reference or a placeholder:
   in ``public_key``, ``publishable_key``, ``idempotency_key``, ``cache_key``,
   ``primary_key``, ``foreign_key``, ``sort_key``, ``partition_key`` and the
   like are never secret names;
+* it is not a date or a time stamp, and not a word or a message in a script beyond Latin-1
+  (``"password": "パスワード"``, ``请输入密码（至少8位）``: a translated label);
 * it is not a placeholder (above).
+
+Names.  :func:`name_kind` reads a name by its ending, compacted (``AWS_SECRET_ACCESS_KEY`` and
+``awsSecretAccessKey`` alike): the word for password in 40-odd languages and scripts
+(:data:`PASSWORD_WORDS`), the words for an API key or a token (:data:`KEY_WORDS`), short names
+(``pw``, ``psw``, ``tok``), other nouns for a secret (``salt``, ``seed``, ``psk``, ``pin``,
+``auth``, ``cookie``, ``pk``), and past words that only say which secret (``_PROD``, ``_V2``,
+``_B64``, ``_BASE``).  A value for a name that asks for a random one may also be a base32 seed
+(16 or more of ``A-Z2-7`` in one case, two digits), or random characters whose letters happen
+to read like words (24 or more, measured by their entropy).
 
 So ``password=hunter22`` is a finding, while ``password: required``,
 ``password = os.environ["PW"]``, ``token=${TOKEN}``, ``api_key=<redacted>``
@@ -83,6 +94,7 @@ the user name (``postgres://postgres:postgres@…`` is a default, not a secret).
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = []
@@ -132,13 +144,16 @@ _YAML_TAG = re.compile(r"!{1,2}[A-Za-z_][A-Za-z0-9_]*\Z")
 _COLOR = re.compile(r"#[0-9A-Fa-f]{3,8}\Z")
 _VERSION = re.compile(r"[\^~>=<v]{0,2}[0-9]+(?:\.[0-9x*]+)+(?:[-+][\w.]+)?\Z")
 _CALL = re.compile(r"[\w.$]+\(.*\)\Z")
+# A date or a time stamp (2026-03-14, 2026-03-14T10:00:00Z, 10:00:00.123+02:00): when, not who.
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?(?:\.[0-9]+)?)?"
+                        r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?\Z")
 # Values that vendors publish in web pages: not credentials.
 _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "sb_publishable_")
 # Code that reads a secret: an identifier chain (process.env.API_KEY_V2,
 # options?.apiKey, ++this.count, Schema$inbound) or a constant's name.
 _CODE_CHAIN = re.compile(r"""(?:\+\+|--|!|~)?(?P<first>[A-Za-z_$#][\w$#]*)
                               (?:(?:\?\.|!\.|\.|->|::)[A-Za-z_$#][\w$#]*)*!?\Z""", re.VERBOSE)
-_DOLLAR_WORD = re.compile(r"\$[A-Za-z]{3}")
+_DOLLAR_WORD = re.compile(r"(?<![0-9])\$[A-Za-z]{3}")  # Schema$inbound, not Juniper19$hjFl
 _CAMEL_CASE = re.compile(r"[a-z]*(?:[A-Z][a-z]*|[0-9])+\Z")  # one digit a step: no two ways
 _HUMP = re.compile(r"[A-Z][a-z]{2,}")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
@@ -152,7 +167,8 @@ def is_credential_value(value: str) -> bool:
     if len(value) < SHORTEST_VALUE or is_placeholder(value):
         return False
     if (_URL_START.match(value) or _YAML_TAG.match(value) or value.startswith(_PUBLIC_PREFIXES)
-            or _COLOR.match(value) or _CALL.match(value) or _VERSION.match(value)
+            or _COLOR.match(value) or _CALL.match(value) or _VERSION.match(value) or _TIMESTAMP.match(value)
+            or _is_prose_script(value)
             or (value.startswith("@") and ("/" in value or "." in value))
             or value.startswith(("/^", "/\\")) or (_PATH.match(value) and not looks_random(value))):
         return False  # a URL, a YAML tag, a public key, a regular expression, a path
@@ -160,6 +176,21 @@ def is_credential_value(value: str) -> bool:
     # prose and code mention a secret; real ones almost always mix in digits
     # or symbols, or are long runs of letters in no pattern of case.
     return _DIGIT_OR_SYMBOL.search(value) is not None or _looks_generated(value)
+
+
+_BEYOND_LATIN1 = re.compile(r"[^\x00-\xff]")
+
+
+def _is_prose_script(value: str) -> bool:
+    """Two or more letters beyond Latin-1 (密码, пароль, 請輸入): a word or a message in a
+    script that generated credentials are not written in, such as a translated label."""
+    count = 0
+    for wide in _BEYOND_LATIN1.finditer(value):
+        if wide.group().isalpha():
+            count += 1
+            if count >= 2:
+                return True
+    return False
 
 
 def _is_code(value: str) -> bool:
@@ -215,9 +246,39 @@ def looks_random(value: str) -> bool:
     than half of it in words."""
     if len(value) < 16 or is_placeholder(value) or value.startswith(_PUBLIC_PREFIXES):
         return False
-    if len(_LETTER_DIGIT.findall(value)) < 3:
+    alternations = len(_LETTER_DIGIT.findall(value))
+    if alternations < 3:
         return False
-    return 2 * sum(len(word) for word in _WORD.findall(value)) < len(value)
+    return (2 * sum(len(word) for word in _WORD.findall(value)) < len(value)
+            or _high_entropy(value, alternations))
+
+
+def _high_entropy(value: str, alternations: int) -> bool:
+    """Random characters whose runs of letters happen to read like words: 24 or more that mix
+    upper case, lower case and digits with 4.2 bits a character or more, or lower case and six or
+    more digits alternating six times with 3.9 (a session id).  CamelCase names and dotted paths
+    stay below (SignatureV4SignWithCredentials: 3.9 bits, one alternation)."""
+    if len(value) < 24:
+        return False
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    bits = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    upper, lower = any(c.isupper() for c in value), any(c.islower() for c in value)
+    digits = sum(c.isdigit() for c in value)
+    if upper and lower and digits:
+        return bits >= 4.2
+    return lower and not upper and digits >= 6 and alternations >= 6 and bits >= 3.9
+
+
+_BASE32 = re.compile(r"(?:[A-Z2-7]{16,128}|[a-z2-7]{16,128})={0,6}\Z")
+
+
+def is_base32_secret(value: str) -> bool:
+    """A TOTP or HOTP seed as apps show and libraries take it: 16 or more base32
+    characters of one case with two or more of its digits, not a placeholder."""
+    return (_BASE32.match(value) is not None and sum(c in "234567" for c in value) >= 2
+            and not is_placeholder(value))
 
 
 def is_strong_value(value: str) -> bool:
@@ -259,20 +320,63 @@ def compact_name(name: str) -> str:
     return _NOT_ALNUM.sub("", name.lower())
 
 
+# The word for password in the most used languages (compacted: lower case, letters only).
+PASSWORD_WORDS = (
+    "password", "passwd", "passphrase", "passcode", "pass", "pword",
+    "motdepasse", "contraseña", "contrasena", "contrasenya", "senha", "paroladordine", "parolă", "parola",
+    "passwort", "kennwort", "wachtwoord", "lösenord", "losenord", "passord", "adgangskode", "kodeord",
+    "lykilorð", "salasana", "salasõna", "jelszó", "jelszo", "şifre", "sifre", "parole", "slaptažodis",
+    "пароль", "hasło", "haslo", "heslo", "geslo", "lozinka", "лозинка", "парола", "κωδικός", "κωδικοσ",
+    "密码", "密碼", "口令", "パスワード", "비밀번호", "암호", "كلمةالمرور", "كلمةالسر", "סיסמה", "סיסמא",
+    "رمزعبور", "पासवर्ड", "รหัสผ่าน", "mậtkhẩu", "matkhau", "katasandi", "katalaluan", "পাসওয়ার্ড",
+    "nenosiri",
+)
+# The words for an API key or a token in the most used languages (compacted).
+KEY_WORDS = ("schlüssel", "schluessel", "sleutel", "anahtarı", "anahtari", "secrète", "secrete", "ключ", "токен",
+             "密钥", "秘钥", "令牌", "キー", "토큰", "키", "cléapi", "cleapi", "clavedeapi", "chavedeapi",
+             "kluczapi", "ключapi", "токендоступа")
+# Compacted as names are (combining marks, as in पासवर्ड and รหัสผ่าน, are not letters).
+PASSWORD_WORDS = tuple(dict.fromkeys(re.sub(r"[\W_]+", "", word) for word in PASSWORD_WORDS))
+KEY_WORDS = tuple(dict.fromkeys(re.sub(r"[\W_]+", "", word) for word in KEY_WORDS))
+# Short names for a password or a token, and other nouns for a secret.
+_SHORT_PASSWORDS = ("pw", "pwd", "psw", "pswd", "passw", "psk", "pin", "pincode", "wpapassphrase")
+_SHORT_TOKENS = ("tok", "tkn")
+_RANDOM_NOUNS = ("salt", "pepper", "seed", "cookie", "wif", "pk", "xprv", "xpriv", "otp", "totp", "hotp")
+_NAMED_NOUNS = ("creds", "cred")
+# Words after the secret's name that say which one, not what (DB_PASSWORD_PROD, API_TOKEN_V2).
+_SUFFIXES = frozenset({"prod", "production", "dev", "development", "test", "testing", "stage", "staging", "live",
+                       "old", "new", "current", "next", "prev", "previous", "primary", "secondary", "backup",
+                       "default", "main", "rw", "ro", "b64", "base64", "hex", "raw", "value", "str", "string",
+                       "plain", "plaintext", "enc", "base", "local", "admin", "root", "user", "v"})
+_SUFFIX_AT_END = re.compile("(?:" + "|".join(sorted(_SUFFIXES, key=len, reverse=True)) + r"|v?[0-9]+)\Z")
+
+
 def name_kind(name: str) -> str | None:
     """The kind of secret a name announces: "password", "strong" (a token or
     key), "named" (a name ending in secret or credentials: Kubernetes and CI
     configuration name stored secrets so), "random" (its value must look
-    random), "pwd", or None."""
+    random), "pwd", or None.  Words that only say which secret it is
+    (``_PROD``, ``_V2``, ``_B64``) are read past."""
     compact = compact_name(name)
-    if compact.endswith(_NOT_SECRET_ENDINGS):
+    for _ in range(3):
+        kind = _kind_of(compact)
+        if kind is not None:
+            return kind
+        shorter = _SUFFIX_AT_END.sub("", compact)
+        if shorter == compact or not shorter:
+            return None
+        compact = shorter
+    return None
+
+
+def _kind_of(compact: str) -> str | None:
+    if not compact or compact.endswith(_NOT_SECRET_ENDINGS):
         return None
-    if compact.endswith(("password", "passwd", "passphrase", "pass", "passwort", "kennwort",
-                         "contraseña", "contrasena", "senha", "wachtwoord", "пароль", "motdepasse")):
+    if compact.endswith(PASSWORD_WORDS):
         return "password"
-    if compact.endswith(("session", "sessionid")):
+    if compact.endswith(("session", "sessionid", "sessid")):
         return "random"  # a session cookie
-    if compact.endswith(("token", "authorization")):
+    if compact.endswith(("token", "authorization")) or compact.endswith(KEY_WORDS):
         return "strong"
     if compact.endswith(("secret", "credentials")):
         return "named"
@@ -282,16 +386,31 @@ def name_kind(name: str) -> str | None:
         if compact.endswith(_STRONG_KEYS) or compact.endswith("secretaccesskey"):
             return "strong"
         return "random" if compact != "key" else None
-    if compact.endswith("pwd"):
+    if compact == "pwd" or compact.endswith("pwd"):
         return "pwd"
+    if compact.endswith(_SHORT_PASSWORDS) and not compact.endswith(_NOT_SHORT):
+        return "password"
+    if compact.endswith(_SHORT_TOKENS) and not compact.endswith(("stok", "ktok")):
+        return "strong"
+    if compact.endswith(_NAMED_NOUNS):
+        return "named"
+    if compact.endswith("auth") and not compact.endswith(("oauth", "noauth", "useauth")):
+        return "strong"  # masterauth, basic_auth, smtp_auth: what the service asks for
+    if compact.endswith(_RANDOM_NOUNS) and not compact.endswith(_NOT_NOUN):
+        return "random"
     return None
+
+
+# Words that end like a short name or a noun and say nothing secret.
+_NOT_SHORT = ("spin", "hairpin", "pushpin", "linchpin", "lynchpin", "tailspin", "backspin", "topspin", "chopin")
+_NOT_NOUN = ("basalt", "cobalt", "asphalt", "apk", "ppk")
 
 
 def reads_as_credential(kind: str, value: str, quoted: bool) -> bool:
     """Whether *value*, given to a name of *kind* (a :func:`name_kind` other
     than "pwd"), reads as a credential; an unquoted value may be code."""
     if kind == "random":
-        return looks_random(value)
+        return looks_random(value) or is_base32_secret(value)
     if not quoted and _is_code(value):
         return False  # code reading the secret: process.env.API_KEY_V2
     if _is_lower_name(value) and (kind != "password" or _words(value) >= 2):
