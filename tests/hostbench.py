@@ -172,8 +172,10 @@ class AgentHostTestCase(unittest.TestCase):
         path.parent.mkdir(parents=True, exist_ok=True)
         document: dict[str, Any] = {"url": url, "connectTimeoutMs": 5000, "timeoutMs": 5000}
         if recall:
+            # waitMs as long as the timeout: these tests are about what a request carries, not when it is
+            # ready, on a loaded machine; the slow-recall tests set their own (configure_slow_recall).
             document["recall"] = {"qdrantUrl": self.qdrant.url, "embeddingsUrl": self.embeddings.base_url,
-                                  "dimension": DIM, "timeoutMs": 5000}
+                                  "dimension": DIM, "timeoutMs": 5000, "waitMs": 5000}
         path.write_text(json.dumps(document))
 
     def install(self, agent: Path | None = None, *, copy: bool = False) -> Path:
