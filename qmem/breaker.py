@@ -276,19 +276,40 @@ class Breaker:
 
 
 class SlowCall:
-    """A watch on one call: the moment it has taken ``seconds``, it counts toward ``breaker`` as an
-    ambiguous failure — while the caller still waits, not when the answer comes, so a service that
-    keeps every caller waiting opens its breaker as early as it can (resilience4j's slow-call rule,
-    applied at the threshold).  :meth:`end` stops the watch and says whether the call was counted:
-    then its outcome must not be reported again (a success would undo the count)."""
+    """A watch on one call to a service behind ``breaker``, and the one place its outcome is told.
 
-    def __init__(self, breaker: Breaker, seconds: float) -> None:
+    The moment the call has taken ``seconds``, it counts toward ``breaker`` as an ambiguous
+    failure — while the caller still waits, not when the answer comes, so a service that keeps
+    every caller waiting opens its breaker as early as it can (resilience4j's slow-call rule,
+    applied at the threshold).  :meth:`end` stops the watch and says whether the call was counted;
+    then :meth:`failed` or :meth:`succeeded` tells the breaker the outcome, except what was counted
+    already (a success would undo the count).  No breaker: nothing is told; no ``seconds``: no watch.
+    """
+
+    def __init__(self, breaker: Breaker | None, seconds: float | None) -> None:
         self._breaker = breaker
         self._lock = threading.Lock()
         self._state = "running"
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer: threading.Timer | None = None
+        if breaker is not None and seconds is not None:
+            self._timer = threading.Timer(seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def failed(self, definitive: bool) -> None:
+        """The call failed: ``definitive`` (nobody answered) opens the breaker now, slow or not;
+        an ambiguous failure counts unless the call already counted as slow."""
+        if self._breaker is None:
+            return
+        if definitive:
+            self._breaker.definitive_failure()
+        elif self._state != "slow":
+            self._breaker.ambiguous_failure()
+
+    def succeeded(self) -> None:
+        """The service answered: a success, unless the call already counted as slow."""
+        if self._breaker is not None and self._state != "slow":
+            self._breaker.success()
 
     def _fire(self) -> None:
         with self._lock:
@@ -301,8 +322,9 @@ class SlowCall:
         """Stop watching; True if the call was counted as slow."""
         with self._lock:
             slow = self._state == "slow"
-            self._state = "ended"
-        self._timer.cancel()
+            self._state = "slow" if slow else "ended"
+        if self._timer is not None:
+            self._timer.cancel()
         return slow
 
 

@@ -50,28 +50,23 @@ class EmbeddingsClient:
             raise EmbeddingError("the embeddings service is marked unreachable (circuit breaker open)",
                                  category="breaker_open")
         body = {"model": self._model, "input": text, "encoding_format": "float"}
-        watch = SlowCall(breaker, self._slow_s) if breaker is not None and self._slow_s is not None else None
+        watch = SlowCall(breaker, self._slow_s)
         failure: TransportError | None = None
         try:
             response = self._http.request("POST", "/embeddings", json_body=body, budget=budget, cancel=cancel)
         except TransportError as exc:
             failure = exc
         finally:
-            slow = watch.end() if watch is not None else False  # counted already, if it was
+            watch.end()
         if failure is not None:
             if failure.kind == "cancelled":
                 raise EmbeddingError(failure.message, category="cancellation") from None
             if failure.kind == "encoding":
                 raise EmbeddingError(failure.message, category="parsing") from None  # nothing was sent
-            if breaker is not None:
-                if failure.definitive:
-                    breaker.definitive_failure()  # nobody answered: open now, slow or not
-                elif not slow:
-                    breaker.ambiguous_failure()
+            watch.failed(failure.definitive)
             timeout = failure.kind in ("header_timeout", "body_timeout")
             raise EmbeddingError(failure.message, category="timeout" if timeout else "embedding") from None
-        if breaker is not None and not slow:
-            breaker.success()
+        watch.succeeded()
         if response.status in (401, 403):
             raise EmbeddingError("the embeddings service refused the key (check QMEM_EMBEDDING_API_KEY)",
                                  category="refused_key")

@@ -187,28 +187,23 @@ class ReadOnlyQdrant:
             decision = breaker.check()
             if not decision.allowed:
                 raise QdrantError("Qdrant is marked unreachable (circuit breaker open)", category="breaker_open")
-        watch = SlowCall(breaker, self.__slow_s) if breaker is not None and self.__slow_s is not None else None
+        watch = SlowCall(breaker, self.__slow_s)
         failure: TransportError | None = None
         try:
             response = self.__http.request(method, path, json_body=json_body, budget=budget, cancel=cancel)
         except TransportError as exc:
             failure = exc
         finally:
-            slow = watch.end() if watch is not None else False  # counted already, if it was
+            watch.end()
         if failure is not None:
             if failure.kind == "cancelled":
                 raise QdrantError(failure.message, category="cancellation") from None  # says nothing about Qdrant
             if failure.kind == "encoding":
                 raise QdrantError(failure.message, category="parsing") from None  # nothing was sent
-            if breaker is not None:
-                if failure.definitive:
-                    breaker.definitive_failure()  # nobody answered: open now, slow or not
-                elif not slow:
-                    breaker.ambiguous_failure()
+            watch.failed(failure.definitive)
             timeout = failure.kind in ("header_timeout", "body_timeout")
             raise QdrantError(failure.message, category="timeout" if timeout else "retrieval") from None
-        if breaker is not None and not slow:
-            breaker.success()
+        watch.succeeded()
         if response.status >= 400:
             raise QdrantError(_error_message(response),
                               category="refused_key" if response.status in (401, 403) else "retrieval")

@@ -53,8 +53,9 @@ CACHEABLE = frozenset({"server/discover", "tools/list", "resources/list", "resou
                        "resources/read"})
 
 
-class EnvelopeError(Exception):
-    """A request whose modern envelope cannot be served: a JSON-RPC error code, message and data."""
+class RpcError(Exception):
+    """A request answered with a JSON-RPC error: its code, message and data (a modern envelope
+    that cannot be served is one; the server raises it for the others)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -88,25 +89,25 @@ def has_envelope(params: Any) -> bool:
     return isinstance(meta, dict) and VERSION_KEY in meta
 
 
-def unsupported_version(requested: str, supported: tuple[str, ...]) -> EnvelopeError:
-    return EnvelopeError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {requested[:64]}",
+def unsupported_version(requested: str, supported: tuple[str, ...]) -> RpcError:
+    return RpcError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {requested[:64]}",
                          {"supported": list(supported), "requested": requested})
 
 
 def read_envelope(params: dict[str, Any], supported: tuple[str, ...]) -> Envelope:
-    """The request's envelope, or :class:`EnvelopeError` (see the module docstring)."""
+    """The request's envelope, or :class:`RpcError` (see the module docstring)."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        raise EnvelopeError(INVALID_PARAMS, f"Invalid params: _meta must be an object carrying {VERSION_KEY!r} "
+        raise RpcError(INVALID_PARAMS, f"Invalid params: _meta must be an object carrying {VERSION_KEY!r} "
                                             f"and {CAPABILITIES_KEY!r}")
     missing = [key for key in (VERSION_KEY, CAPABILITIES_KEY) if key not in meta]
     if missing:
-        raise EnvelopeError(INVALID_PARAMS, f"Invalid params: _meta lacks {', '.join(missing)}")
+        raise RpcError(INVALID_PARAMS, f"Invalid params: _meta lacks {', '.join(missing)}")
     version, capabilities = meta[VERSION_KEY], meta[CAPABILITIES_KEY]
     if not isinstance(version, str):
-        raise EnvelopeError(INVALID_PARAMS, f"Invalid params: {VERSION_KEY} must be a string")
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {VERSION_KEY} must be a string")
     if not isinstance(capabilities, dict):
-        raise EnvelopeError(INVALID_PARAMS, f"Invalid params: {CAPABILITIES_KEY} must be an object")
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {CAPABILITIES_KEY} must be an object")
     if version not in MODERN_VERSIONS or version not in supported:
         raise unsupported_version(version, supported)
     return Envelope(version, capabilities)

@@ -58,7 +58,7 @@ from urllib.parse import unquote
 from .. import __version__
 from ..errors import QmemError
 from ..jsonlines import TOO_LONG, UnreadableLine, decode_line, encode_line, id_key, is_request_id, read_lines
-from .mcperas import (HANDSHAKE, HANDSHAKE_VERSIONS, MODERN, MODERN_VERSIONS, EnvelopeError, at_least, has_envelope,
+from .mcperas import (HANDSHAKE, HANDSHAKE_VERSIONS, MODERN, MODERN_VERSIONS, RpcError, at_least, has_envelope,
                       modern_result, read_envelope, unsupported_version)
 from .session import PluginSession
 from .tools import TOOLS
@@ -90,14 +90,6 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-class _RequestError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 def _server_info(version: str) -> dict[str, Any]:
@@ -223,7 +215,7 @@ class McpServer:
             self._current = (id_key(request_id), cancel)
         try:
             result = self._dispatch(method, params, cancel)
-        except _RequestError as exc:
+        except RpcError as exc:
             return _error(request_id, exc.code, exc.message, exc.data)
         except Exception as exc:  # a bug answers -32603 and the server keeps serving
             sys.stderr.write(f"qmem-mcp: internal error ({exc.__class__.__name__})\n")
@@ -237,15 +229,15 @@ class McpServer:
 
     def _dispatch(self, method: str, params: Any, cancel: threading.Event) -> dict[str, Any]:
         if not isinstance(params, dict):
-            raise _RequestError(INVALID_PARAMS, "Invalid params: params must be an object")
+            raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         if method != "initialize" and has_envelope(params):  # initialize is never modern, envelope or not
             return self._modern(method, params, cancel)
         if self._era == MODERN:
             if method == "initialize":
                 refusal = unsupported_version(str(params.get("protocolVersion", ""))[:64], MODERN_VERSIONS)
-                raise _RequestError(refusal.code, "This connection serves protocol 2026-07-28: no initialize "
+                raise RpcError(refusal.code, "This connection serves protocol 2026-07-28: no initialize "
                                                   "handshake", refusal.data)
-            raise _RequestError(INVALID_PARAMS, "Invalid params: this connection serves protocol 2026-07-28; "
+            raise RpcError(INVALID_PARAMS, "Invalid params: this connection serves protocol 2026-07-28; "
                                                 "each request carries its version and capabilities in _meta")
         return self._handshake(method, params, cancel)
 
@@ -260,12 +252,12 @@ class McpServer:
             return self._call(params, cancel, self._version)
         if method.startswith("resources/"):
             return self._resources(method, params, cancel, self._version)
-        raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            raise _RequestError(INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
+            raise RpcError(INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
         self._version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
         self._era = HANDSHAKE
         return {"protocolVersion": self._version, "capabilities": CAPABILITIES,
@@ -273,15 +265,15 @@ class McpServer:
 
     def _modern(self, method: str, params: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
         if self._era == HANDSHAKE:
-            raise _RequestError(INVALID_REQUEST, "Invalid request: this connection serves the initialize handshake "
+            raise RpcError(INVALID_REQUEST, "Invalid request: this connection serves the initialize handshake "
                                                  f"({self._version}); a 2026-07-28 envelope is not accepted on it")
         # Before the era is decided the handshake is still on offer, so a refusal names both eras' versions.
         supported = MODERN_VERSIONS if self._era == MODERN else HANDSHAKE_VERSIONS + MODERN_VERSIONS
         try:
             envelope = read_envelope(params, MODERN_VERSIONS)
-        except EnvelopeError as exc:
+        except RpcError as exc:
             data = dict(exc.data, supported=list(supported)) if isinstance(exc.data, dict) else exc.data
-            raise _RequestError(exc.code, exc.message, data) from None
+            raise RpcError(exc.code, exc.message, data) from None
         self._era = MODERN
         version = envelope.version
         if method == "server/discover":
@@ -294,7 +286,7 @@ class McpServer:
         elif method.startswith("resources/"):
             result = self._resources(method, params, cancel, version)
         else:
-            raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
         return modern_result(method, result, _server_info(version))
 
     # -- resources (both eras)
@@ -311,22 +303,22 @@ class McpServer:
                       "description": "One memory record by id, current or superseded (what qmem_get says)"}
             return {"resourceTemplates": [dict(record, title="qmem record") if titled else record]}
         if method != "resources/read":
-            raise _RequestError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
-            raise _RequestError(INVALID_PARAMS, "Invalid params: uri must be a string")
+            raise RpcError(INVALID_PARAMS, "Invalid params: uri must be a string")
         if uri == META_URI:
             name, arguments = "qmem_meta", {}
         elif uri.startswith(RECORD_PREFIX) and 0 < len(uri) - len(RECORD_PREFIX) <= MAX_RECORD_ID:
             name, arguments = "qmem_get", {"id": unquote(uri[len(RECORD_PREFIX):])}
         else:
-            raise _RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri[:300]})
+            raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri[:300]})
         try:
             answer = self.session.call_tool(name, arguments, cancel=cancel)
         except QmemError as exc:
             if exc.message.startswith("no record") or exc.message.endswith("has no such record"):
-                raise _RequestError(RESOURCE_NOT_FOUND, f"Resource not found: {exc.message}", {"uri": uri}) from None
-            raise _RequestError(INTERNAL_ERROR, exc.message) from None
+                raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {exc.message}", {"uri": uri}) from None
+            raise RpcError(INTERNAL_ERROR, exc.message) from None
         return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": answer["content"][0]["text"]}]}
 
     # -- tools (both eras)
@@ -346,13 +338,13 @@ class McpServer:
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
-            raise _RequestError(INVALID_PARAMS, "Invalid params: name must be a tool name")
+            raise RpcError(INVALID_PARAMS, "Invalid params: name must be a tool name")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            raise _RequestError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+            raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         if name not in {tool.name for tool in TOOLS}:
-            raise _RequestError(INVALID_PARAMS, f"Unknown tool: {name}")
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         if name == "memory_search" and self.session.host is None:
             return self._result("memory_search: recall is not configured for this server (set QMEM_HOST=pi or "
                                 "QMEM_HOST=prime, or recall.host in the config: the host whose curated memories "
