@@ -143,6 +143,12 @@ class LivePeer:
         return self.wait_for(lambda m: isinstance(m, dict) and "id" in m and "ui" not in m
                              and id_key(m["id"]) == key, timeout, since)
 
+    def ask(self, message: dict, timeout: float = 60) -> dict:
+        """Send a request and wait for its answer (the next request goes only after it)."""
+        since = len(self.messages)
+        self.send(message)
+        return self.answer(message["id"], timeout, since)
+
     def close(self, timeout: float = 60) -> Finished:
         """Close stdin, wait for the exit, return what it wrote."""
         try:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from .fakes import FakeGateway
+from .linepeer import LivePeer
 from .support import TempHomeTestCase, write_config
 
 KEY = "forget-test-gateway-key"
@@ -114,23 +115,10 @@ class ForgetTests(TempHomeTestCase):
                  {"id": 2, "method": "tool", "params": {"name": "qmem_store", "args": {
                      "project_id": "shop", "text": "token ghp_" + "Q7vR2mX9kL4pT8wZ3nB6yH1cF5dJ0sA2eU7i"}}},
                  {"id": 3, "method": "shutdown"}]
-        proc = subprocess.Popen([sys.executable, "-m", "qmem.bridge"], cwd=self.home, env=self.env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        answers = {}
-        try:
-            proc.stdin.write(json.dumps(lines[0]) + "\n")
-            proc.stdin.flush()
-            for line in proc.stdout:  # each request once the one before is answered
-                message = json.loads(line)
-                answers[message.get("id")] = message
-                if message.get("id") in (0, 1, 2):
-                    proc.stdin.write(json.dumps(lines[message["id"] + 1]) + "\n")
-                    proc.stdin.flush()
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+        peer = LivePeer("qmem.bridge", self.env, str(self.home))
+        self.addCleanup(peer.kill)
+        answers = {line["id"]: peer.ask(line) for line in lines}
+        peer.close()
         self.assertIn(f"forgot {queued}", answers[1]["result"]["text"])
         self.assertEqual(self.found("ocelot"), [])
         refusal = json.dumps(answers[2])

@@ -7,6 +7,7 @@ import unicodedata
 
 from qmem.hosts.rules import project_suggestion, rules_block
 
+from .linepeer import LivePeer
 from .support import REPO, TempHomeTestCase, write_config
 
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -69,23 +70,10 @@ class OutsideTextTests(TempHomeTestCase):
         lines = [{"id": 0, "method": "session_start", "params": {"cwd": str(cwd), "loaded": None}},
                  {"id": 1, "method": "before_agent_start", "params": {"activeTools": ["qmem_store"]}},
                  {"id": 2, "method": "shutdown"}]
-        proc = subprocess.Popen([sys.executable, "-m", "qmem.bridge"], cwd=self.home, env=self.env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            proc.stdin.write(json.dumps(lines[0]) + "\n")
-            proc.stdin.flush()
-            answers = {}
-            for line in proc.stdout:  # each request once the one before is answered
-                message = json.loads(line)
-                answers[message.get("id")] = message
-                if message.get("id") in (0, 1):
-                    proc.stdin.write(json.dumps(lines[message["id"] + 1]) + "\n")
-                    proc.stdin.flush()
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+        peer = LivePeer("qmem.bridge", self.env, str(self.home))
+        self.addCleanup(peer.kill)
+        answers = {line["id"]: peer.ask(line) for line in lines}
+        peer.close()
         self.assertIn("result", answers[1], answers)
         return answers[1]["result"]["append"]
 
