@@ -119,6 +119,9 @@ def recall_config(qdrant: FakeQdrant, embeddings: FakeEmbeddings) -> dict:
 
 
 def main() -> None:
+    from cleanrun import rerun_on_clean_interpreter
+
+    rerun_on_clean_interpreter()  # the bridges' first turns include their imports
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--delay-ms", type=int, default=150)
