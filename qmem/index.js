@@ -10,6 +10,8 @@
 //   and exit, and that line is the one warning;
 // - memory_search (needsRecall in tools.json) is registered only once the bridge's session_start
 //   answer says recall is on for this host, and deactivated if a later session says it is off;
+//   a session whose bridge gives no session_start answer (an old Python, a crash, a hang) offers
+//   no qmem tool at all until a later session's bridge answers;
 // - the child never keeps the host alive: it is unref'd whenever no request is in flight,
 //   and ended on session_shutdown; a bridge that crashes or hangs is dropped (pending calls
 //   fail, hooks leave the context unchanged) and a new one starts only at the next
@@ -354,9 +356,12 @@ export default function qmem(pi) {
     });
     registered.add(tool.name);
   };
-  const offerRecallTools = (answer) => {
-    const on = !!(answer && answer.recall === true);
-    for (const tool of tools.filter((t) => t.needsRecall)) {
+  // A bridge that did not answer session_start is down for the session (it is not restarted before
+  // the next one), so no qmem tool is offered: the model would only be told each time that memory is off.
+  const offerTools = (answer) => {
+    const alive = answer !== null;
+    for (const tool of tools) {
+      const on = alive && (!tool.needsRecall || answer.recall === true);
       try {
         if (on && !registered.has(tool.name)) {
           registerTool(tool); // active at once: pi activates a newly registered tool
@@ -389,11 +394,11 @@ export default function qmem(pi) {
         hostProcess: typeof process.title === "string" ? process.title : null,
         header: h ? { rlmDepth: h.rlmDepth ?? null, hasRlmDepth: Object.prototype.hasOwnProperty.call(h, "rlmDepth") } : null,
       }, { timeoutMs: HOOK_TIMEOUT_MS })
+      .catch(() => null)
       .then((answer) => {
-        offerRecallTools(answer);
+        offerTools(answer && typeof answer === "object" ? answer : null);
         return answer;
-      })
-      .catch(() => null);
+      });
   });
 
   pi.on("resources_discover", async () => ({ skillPaths: [join(HERE, "skills")] }));

@@ -149,9 +149,10 @@ class PiDoctorTests(AgentHostTestCase):
         [problem] = self.pi_problems(document)
         self.assertIn(f"pi: the bridge cannot start (QMEM_PYTHON: {old} says \"qmem needs Python ≥ 3.10, found 3.9 "
                       f"(set QMEM_PYTHON)\")", problem)
-        proc = self.run_pi("how do blue green deploys work here", env=env)  # pi: the line, tools with nothing behind
+        proc = self.run_pi("how do blue green deploys work here", env=env)  # pi: the line, and no qmem at all
         self.assertIn("qmem needs Python ≥ 3.10", proc.stderr)
         [request] = proc.requests
+        self.assertEqual({tool["function"]["name"] for tool in request["tools"]} & QMEM_TOOL_NAMES, set())
         self.assertNotIn("qmem rules", request["messages"][0]["content"])
         self.assertEqual(recall_blocks(request), [])
 

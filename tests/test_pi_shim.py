@@ -78,3 +78,10 @@ class PiShimTests(AgentHostTestCase):
         self.assertIn(GREETING, proc.stdout)  # pi goes on without memory
         self.assertEqual(proc.stderr.count("qmem needs Python ≥ 3.10, found 3.9 (set QMEM_PYTHON)"), 1, proc.stderr)
         self.assertNotIn("memory bridge stopped", proc.stderr)
+        # The bridge never answered session_start, so no qmem tool is offered (none would work this session).
+        [request] = self.llm.chat_requests
+        self.assertEqual(self.offered(request) & QMEM_TOOLS, set())
+        self.configure(self.gateway.url, recall=False)
+        proc = self.run_pi("hello again")  # a later session with a working Python offers them again
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(self.offered(self.llm.chat_requests[-1]) & QMEM_TOOLS, QMEM_TOOLS - {"memory_search"})
