@@ -10,8 +10,8 @@
 //   and exit, and that line is the one warning;
 // - memory_search (needsRecall in tools.json) is registered only once the bridge's session_start
 //   answer says recall is on for this host, and deactivated if a later session says it is off;
-//   a session whose bridge gives no session_start answer (an old Python, a crash, a hang) offers
-//   no qmem tool at all until a later session's bridge answers;
+//   a session whose bridge is down before it answers session_start (an old Python, a crash, a
+//   hang) offers no qmem tool at all until a later session's bridge answers;
 // - the child never keeps the host alive: it is unref'd whenever no request is in flight,
 //   and ended on session_shutdown; a bridge that crashes or hangs is dropped (pending calls
 //   fail, hooks leave the context unchanged) and a new one starts only at the next
@@ -356,12 +356,12 @@ export default function qmem(pi) {
     });
     registered.add(tool.name);
   };
-  // A bridge that did not answer session_start is down for the session (it is not restarted before
-  // the next one), so no qmem tool is offered: the model would only be told each time that memory is off.
+  // A bridge that died or hung is down for the session (it is not restarted before the next one), so
+  // no qmem tool is offered: each call would only say that memory is off. A bridge that is alive but
+  // answered session_start with an error keeps the tools: their answers say what is wrong.
   const offerTools = (answer) => {
-    const alive = answer !== null;
     for (const tool of tools) {
-      const on = alive && (!tool.needsRecall || answer.recall === true);
+      const on = !bridge.down && (!tool.needsRecall || !!(answer && answer.recall === true));
       try {
         if (on && !registered.has(tool.name)) {
           registerTool(tool); // active at once: pi activates a newly registered tool
@@ -396,7 +396,7 @@ export default function qmem(pi) {
       }, { timeoutMs: HOOK_TIMEOUT_MS })
       .catch(() => null)
       .then((answer) => {
-        offerTools(answer && typeof answer === "object" ? answer : null);
+        offerTools(answer); // by now died() has said whether the bridge is down
         return answer;
       });
   });
